@@ -1,0 +1,204 @@
+"""``agentenv``: the command line. Thin: every command calls the library and prints."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import anyio
+import docker.errors
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from agentenv import log
+from agentenv.sandbox import SandboxError, SandboxSpec, connect
+from agentenv.sandbox import gc as gc_mod
+from agentenv.sandbox.images import BASE_IMAGE, PACKAGES_LABEL, build_base, packages_digest
+
+app = typer.Typer(
+    no_args_is_help=True,
+    add_completion=False,
+    help="Run AI agents in Docker sandboxes that pause while the model thinks.",
+)
+images_app = typer.Typer(no_args_is_help=True, help="Images without a registry.")
+sandbox_app = typer.Typer(no_args_is_help=True, help="Sandboxes on this engine.")
+app.add_typer(images_app, name="images")
+app.add_typer(sandbox_app, name="sandbox")
+out = Console()
+err = Console(stderr=True)
+
+ENGINE_SCRIPT = Path(__file__).parent / "sandbox" / "engine.sh"
+
+
+@app.callback()
+def _setup(
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log progress.")] = False,
+) -> None:
+    log.configure("info" if verbose else "warning")
+
+
+def _fail(message: str) -> typer.Exit:
+    err.print(f"[bold red]error:[/] {message}", highlight=False)
+    return typer.Exit(1)
+
+
+@app.command()
+def demo(
+    image: Annotated[str, typer.Option(help="Image to start.")] = BASE_IMAGE,
+    rounds: Annotated[int, typer.Option(min=1, help="Commands and pause/resume cycles.")] = 20,
+) -> None:
+    """Create a sandbox, run a command, pause and resume it; print the timings."""
+    from agentenv.demo import run_demo
+
+    try:
+        report = anyio.run(run_demo, SandboxSpec(image=image), rounds)
+    except SandboxError as e:
+        raise _fail(str(e)) from e
+    out.print(f"[bold]{report.output}[/]")
+    table = Table("step", "time", title=f"one sandbox ({report.exec_mode} exec path)")
+    table.add_row("create → ready", f"{report.create_ms:.0f} ms")
+    table.add_row("first command", f"{report.first_exec_ms:.1f} ms")
+    table.add_row(f"exec `true` (p50 of {report.rounds})", f"{report.exec_p50_ms:.2f} ms")
+    table.add_row(f"pause (p50 of {report.rounds})", f"{report.pause_p50_ms:.1f} ms")
+    table.add_row(f"resume (p50 of {report.rounds})", f"{report.resume_p50_ms:.1f} ms")
+    table.add_row("CPU of a busy loop while paused 0.5 s", f"{report.paused_cpu_ns / 1e6:.1f} ms")
+    out.print(table)
+
+
+@app.command()
+def doctor(
+    fix: Annotated[bool, typer.Option("--fix", help="Install/start what is missing.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only problems.")] = False,
+) -> None:
+    """Check the Docker engine and the base image.
+
+    With --fix: install Debian's docker.io (as root), start dockerd and build the base
+    image, each only where needed."""
+    if fix:
+        done = subprocess.run(["bash", str(ENGINE_SCRIPT)], check=False)
+        if done.returncode != 0:
+            raise _fail("could not get a Docker engine running (see above)")
+    try:
+        engine = connect()
+    except SandboxError as e:
+        raise _fail(str(e)) from e
+    version = engine.client.version()
+    if not quiet:
+        out.print(
+            f"engine: Docker {version.get('Version')} (API {engine.api_version}), "
+            f"{version.get('Os')}/{version.get('Arch')}, kernel {version.get('KernelVersion')}"
+        )
+    try:
+        labels = (engine.api.inspect_image(BASE_IMAGE).get("Config") or {}).get("Labels") or {}
+        base_ok = labels.get(PACKAGES_LABEL) == packages_digest()
+        state = "present" if base_ok else "present but outdated (package list changed)"
+    except docker.errors.ImageNotFound:
+        base_ok, state = False, "missing"
+    if not base_ok and fix:
+        err.print(f"agentenv setup: building {BASE_IMAGE} from Debian packages (about a minute)")
+        try:
+            build_base(engine)
+        except SandboxError as e:
+            raise _fail(str(e)) from e
+        base_ok, state = True, "built"
+    if not quiet or not base_ok:
+        out.print(f"base image {BASE_IMAGE}: {state}")
+    if not base_ok:
+        out.print("  fix: agentenv images build-base")
+        raise typer.Exit(1)
+
+
+@images_app.command("build-base")
+def images_build_base(
+    tag: Annotated[str, typer.Option(help="Name of the image to build.")] = BASE_IMAGE,
+    force: Annotated[bool, typer.Option("--force", help="Rebuild even if up to date.")] = False,
+    mirror: Annotated[
+        str | None, typer.Option(help="Debian mirror; default: this machine's apt source.")
+    ] = None,
+) -> None:
+    """Build the base image from Debian packages (debootstrap + docker import); no registry."""
+    log.configure("info")
+    try:
+        image_id = build_base(connect(), tag=tag, mirror=mirror, force=force)
+    except SandboxError as e:
+        raise _fail(str(e)) from e
+    out.print(f"{tag} {image_id[7:19]}")
+
+
+def _age(seconds: float) -> str:
+    seconds = max(0.0, seconds)
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.0f}{unit}"
+    return f"{seconds:.0f}s"
+
+
+def _print_rows(rows: list[gc_mod.Leftover], title: str) -> None:
+    now = dt.datetime.now().timestamp()
+    table = Table("kind", "id", "name", "status", "run", "owner", "age", "expires in", "stale", title=title)
+    for r in rows:
+        table.add_row(
+            r.kind,
+            r.id.removeprefix("sha256:")[:12],
+            r.name,
+            r.status,
+            r.run,
+            r.owner,
+            _age(now - r.created),
+            _age(r.expires - now) if r.expires > now else "expired",
+            r.stale or "",
+        )
+    out.print(table)
+
+
+@sandbox_app.command("ls")
+def sandbox_ls() -> None:
+    """List our sandboxes and snapshot images, and which ones gc would remove."""
+    try:
+        rows = gc_mod.list_ours(connect())
+    except SandboxError as e:
+        raise _fail(str(e)) from e
+    _print_rows(rows, f"{len(rows)} agentenv objects")
+
+
+@app.command()
+def gc(
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Only list what would go.")] = False,
+    everything: Annotated[
+        bool, typer.Option("--all", help="Remove all of ours, even those in use.")
+    ] = False,
+) -> None:
+    """Remove sandboxes and snapshots whose owner is gone or whose TTL passed.
+
+    Never touches anything without agentenv's labels."""
+    try:
+        rows = gc_mod.collect(connect(), everything=everything, dry_run=dry_run)
+    except SandboxError as e:
+        raise _fail(str(e)) from e
+    verb = "would remove" if dry_run else "removed"
+    if rows:
+        _print_rows(rows, f"{verb} {len(rows)}")
+    else:
+        out.print(f"{verb} nothing")
+
+
+def main() -> None:
+    """Entry point of the ``agentenv`` script."""
+    # SIGTERM becomes KeyboardInterrupt, so context managers remove their sandboxes.
+    import signal
+
+    def _interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    if os.name == "posix":
+        signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        app()
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        sys.exit(130)

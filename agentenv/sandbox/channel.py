@@ -1,0 +1,151 @@
+"""The host side of the in-sandbox executor: start it, send requests, read replies.
+
+One channel is one executor process and carries one request at a time; a sandbox keeps a few
+and opens another when two commands must run at once. A channel whose request was cancelled
+or failed part-way is closed, never reused: closing its stream makes the executor kill what it
+was running and exit.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import struct
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from agentenv.sandbox.engine import Engine
+from agentenv.sandbox.protocol import ExecResult, OutputCallback
+from agentenv.sandbox.stream import DockerStream, StreamClosed
+
+_FRAME = struct.Struct(">II")
+_SOURCE = (Path(__file__).parent / "executor_server.py").read_bytes()
+# Reads the executor's source from stdin and runs it: nothing is written into the image, and
+# `ps` in the sandbox shows a short command line.
+_BOOTSTRAP = (
+    "import os,sys\n"
+    "n=int(sys.argv[1]);b=b''\n"
+    "while len(b)<n:\n"
+    " c=os.read(0,n-len(b))\n"
+    " if not c:sys.exit(3)\n"
+    " b+=c\n"
+    "exec(compile(b,'agentenv-executor','exec'))\n"
+)
+_OS_ERRORS: dict[str, type[OSError]] = {
+    "FileNotFoundError": FileNotFoundError,
+    "IsADirectoryError": IsADirectoryError,
+    "NotADirectoryError": NotADirectoryError,
+    "PermissionError": PermissionError,
+    "FileExistsError": FileExistsError,
+}
+
+
+class ExecutorGone(Exception):
+    """The executor stopped answering: its stream ended (container stopped, process killed)."""
+
+    def __init__(self, message: str, stderr: bytes = b""):
+        super().__init__(message)
+        self.stderr = stderr
+
+
+class ExecutorChannel:
+    """One running executor process in a sandbox."""
+
+    def __init__(self, stream: DockerStream):
+        self._stream = stream
+        self.broken = False
+
+    @classmethod
+    async def start(
+        cls, engine: Engine, container_id: str, *, user: str | None, workdir: str
+    ) -> ExecutorChannel:
+        """Start an executor with ``docker exec`` and check that it answers; raises
+        :class:`ExecutorGone` if it cannot run (no ``python3`` in the image)."""
+        exec_id = await engine.run(
+            engine.api.exec_create,
+            container_id,
+            ["python3", "-c", _BOOTSTRAP, str(len(_SOURCE))],
+            stdin=True,
+            user=user or "",
+            workdir=workdir,
+        )
+        sock = await engine.run(engine.api.exec_start, exec_id, socket=True)
+        channel = cls(DockerStream(sock))
+        try:
+            await channel._stream.send(_SOURCE)
+            with anyio.fail_after(30):
+                await channel.request({"op": "ping"})
+        except BaseException:
+            channel.close()
+            raise
+        return channel
+
+    async def _send(self, header: dict[str, Any], payload: bytes = b"") -> None:
+        data = json.dumps(header).encode()
+        await self._stream.send(_FRAME.pack(len(data), len(payload)) + data + payload)
+
+    async def _read(self) -> tuple[dict[str, Any], bytes]:
+        hlen, plen = _FRAME.unpack(await self._stream.read_stdout(_FRAME.size))
+        header = json.loads(await self._stream.read_stdout(hlen))
+        payload = await self._stream.read_stdout(plen) if plen else b""
+        return header, payload
+
+    async def _exchange(
+        self, header: dict[str, Any], payload: bytes, on_chunk: OutputCallback | None
+    ) -> tuple[dict[str, Any], bytes]:
+        if self.broken:
+            raise ExecutorGone("channel is closed")
+        done = False
+        try:
+            await self._send(header, payload)
+            while True:
+                reply, data = await self._read()
+                if reply.get("type") != "chunk":
+                    done = True
+                    return reply, data
+                if on_chunk is not None:
+                    maybe = on_chunk("stdout" if reply.get("fd") == 1 else "stderr", data)
+                    if inspect.isawaitable(maybe):
+                        await maybe
+        except StreamClosed as e:
+            raise ExecutorGone(f"executor stream ended: {e}", bytes(self._stream.stderr)) from e
+        finally:
+            if not done:  # cancelled or failed mid-request: the stream's state is unknown
+                self.close()
+
+    async def request(self, header: dict[str, Any], payload: bytes = b"") -> tuple[dict[str, Any], bytes]:
+        """Send one request and return the reply; executor-side errors become ``OSError``s."""
+        reply, data = await self._exchange(header, payload, None)
+        if reply.get("type") == "error":
+            error = _OS_ERRORS.get(reply.get("error", ""), OSError)
+            raise error(reply.get("errno") or 0, reply.get("message", "executor error"))
+        return reply, data
+
+    async def exec(
+        self, header: dict[str, Any], stdin: bytes | None, on_output: OutputCallback | None
+    ) -> ExecResult:
+        """Run one command; ``header`` is the executor's exec request."""
+        reply, data = await self._exchange(
+            {**header, "op": "exec", "stdin": stdin is not None, "stream": on_output is not None},
+            stdin or b"",
+            on_output,
+        )
+        if reply.get("type") == "error":
+            raise OSError(reply.get("errno") or 0, reply.get("message", "executor error"))
+        split = int(reply["stdout_len"])
+        return ExecResult(
+            exit_code=int(reply["exit_code"]),
+            stdout_bytes=data[:split],
+            stderr_bytes=data[split:],
+            duration_s=float(reply["duration_s"]),
+            timed_out=bool(reply["timed_out"]),
+            truncated=bool(reply["truncated"]),
+            oom_killed=bool(reply.get("oom_killed")),
+        )
+
+    def close(self) -> None:
+        """Close the stream; the executor kills its running command and exits."""
+        self.broken = True
+        self._stream.close()

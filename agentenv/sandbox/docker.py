@@ -1,0 +1,434 @@
+"""``DockerSandbox``: the Docker implementation of the :class:`Sandbox` protocol.
+
+Lifecycle: resolve the image, create the container with the security defaults (behind the
+engine's creation limiter), start it, then start the in-sandbox executor. Commands go to the
+executor (fast path) or, for images without ``python3``, to one ``docker exec`` each.
+``pause``/``resume`` use the cgroup freezer; ``snapshot`` commits the filesystem to an image
+that :func:`fork` starts new sandboxes from.
+"""
+
+from __future__ import annotations
+
+import io
+import tarfile
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Literal
+
+import anyio
+import docker.errors
+import structlog
+
+from agentenv.sandbox import docker_exec
+from agentenv.sandbox.channel import ExecutorChannel, ExecutorGone
+from agentenv.sandbox.engine import Engine, get_engine
+from agentenv.sandbox.errors import (
+    EngineUnavailable,
+    SandboxClosed,
+    SandboxError,
+    SandboxPaused,
+    SandboxUnavailable,
+)
+from agentenv.sandbox.images import resolve_image
+from agentenv.sandbox.labels import labels_for
+from agentenv.sandbox.protocol import DEFAULT_MAX_OUTPUT, ExecResult, OutputCallback, Snapshot
+from agentenv.sandbox.spec import SandboxSpec
+
+log = structlog.get_logger(__name__)
+
+SNAPSHOT_REPOSITORY = "agentenv/snapshot"
+# PID 1 is Docker's init (tini), which reaps orphans; this is its one child, idling.
+_KEEPALIVE = ["/bin/sh", "-c", "trap 'exit 0' TERM; while :; do sleep 3600 & wait $!; done"]
+# How long past a command's own timeout we wait for the executor before suspecting it.
+_EXEC_GRACE_S = 15.0
+_MAX_IDLE_CHANNELS = 4
+
+
+class DockerSandbox:
+    """A sandbox in a Docker container. Create with :meth:`create` (or :func:`sandbox` for an
+    ``async with`` block); it is also an async context manager that removes it on exit,
+    including on cancellation and Ctrl-C."""
+
+    def __init__(self, engine: Engine, container_id: str, spec: SandboxSpec, image: str):
+        self._engine = engine
+        self.id = container_id
+        self.spec = spec
+        self.image = image
+        self.exec_mode: Literal["fast", "docker-exec"] = "docker-exec"
+        self._idle: list[ExecutorChannel] = []
+        self._busy: set[ExecutorChannel] = set()
+        self._paused = False
+        self._closed = False
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    @classmethod
+    async def create(cls, spec: SandboxSpec | None = None, *, engine: Engine | None = None) -> DockerSandbox:
+        """Create and start a sandbox; the caller must ``close()`` it."""
+        spec = spec or SandboxSpec()
+        engine = engine or await get_engine()
+        image = await resolve_image(engine, spec.image, spec.dockerfile)
+        started = time.monotonic()
+        with anyio.CancelScope(shield=True):
+            # Shielded: a cancellation between create and return would leak the container.
+            async with engine.creations:
+                container_id = await _create_container(engine, spec, image)
+            box = cls(engine, container_id, spec, image)
+            try:
+                await engine.run(engine.api.start, container_id)
+                await box._start_executor()
+            except BaseException:
+                await box.close()
+                raise
+        log.debug("sandbox.created", id=box.id[:12], mode=box.exec_mode, s=time.monotonic() - started)
+        return box
+
+    async def _start_executor(self) -> None:
+        if self.spec.executor == "docker-exec":
+            return
+        try:
+            channel = await self._new_channel()
+        except ExecutorGone as e:
+            if self.spec.executor == "fast":
+                raise SandboxError(
+                    f"image {self.image!r} cannot run the fast executor (it needs python3): "
+                    f"{e.stderr.decode(errors='replace').strip() or e}; use executor='auto'"
+                ) from e
+            log.info("sandbox.fallback", id=self.id[:12], reason="no python3: docker exec per command")
+            return
+        self._idle.append(channel)
+        self.exec_mode = "fast"
+
+    async def _new_channel(self) -> ExecutorChannel:
+        return await ExecutorChannel.start(
+            self._engine, self.id, user=self.spec.user, workdir=self.spec.workdir
+        )
+
+    async def close(self) -> None:
+        """Remove the container (and everything running in it). Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        for channel in [*self._idle, *self._busy]:
+            channel.close()
+        self._idle.clear()
+        with anyio.CancelScope(shield=True):
+            try:
+                await self._engine.run(self._engine.api.remove_container, self.id, force=True, v=True)
+            except docker.errors.NotFound:
+                pass
+            except (docker.errors.APIError, EngineUnavailable) as e:
+                # Left for `agentenv gc` (it is labelled); closing must not fail an episode.
+                log.warning("sandbox.close_failed", id=self.id[:12], error=str(e))
+
+    async def __aenter__(self) -> DockerSandbox:
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    # -- commands --------------------------------------------------------------------------
+
+    def _check_usable(self) -> None:
+        if self._closed:
+            raise SandboxClosed(f"sandbox {self.id[:12]} is closed")
+        if self._paused:
+            raise SandboxPaused(f"sandbox {self.id[:12]} is paused; call resume() first")
+
+    async def exec(
+        self,
+        cmd: str | list[str],
+        *,
+        timeout: float | None = 60.0,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+        stdin: bytes | None = None,
+        max_output: int = DEFAULT_MAX_OUTPUT,
+        on_output: OutputCallback | None = None,
+    ) -> ExecResult:
+        """Run ``cmd`` (shell string, or argv list). A timeout kills the command's whole
+        process tree and sets ``timed_out``; output past ``max_output`` per stream is elided
+        in the middle and sets ``truncated``."""
+        self._check_usable()
+        if isinstance(cmd, list) and not cmd:
+            raise ValueError("cmd must not be an empty list")
+        if timeout is not None and timeout <= 0:
+            raise ValueError(f"timeout must be positive, got {timeout}")
+        if self.exec_mode == "docker-exec":
+            try:
+                return await docker_exec.run(
+                    self._engine,
+                    self.id,
+                    cmd,
+                    user=self.spec.user,
+                    workdir=self.spec.workdir,
+                    timeout=timeout,
+                    cwd=cwd,
+                    env=env,
+                    stdin=stdin,
+                    max_output=max_output,
+                    on_output=on_output,
+                )
+            except docker.errors.APIError as e:
+                raise await self._unavailable(e) from e
+        header: dict[str, Any] = {
+            "timeout": timeout,
+            "cwd": cwd,
+            "env": env or {},
+            "max_output": max_output,
+        }
+        header["shell" if isinstance(cmd, str) else "argv"] = cmd
+        guard = timeout + _EXEC_GRACE_S if timeout is not None else None
+        async with self._channel() as channel:
+            with anyio.move_on_after(guard):
+                return await channel.exec(header, stdin, on_output)
+            channel.close()
+            raise await self._unavailable(TimeoutError(f"executor silent {guard:.0f}s after start"))
+
+    @asynccontextmanager
+    async def _channel(self) -> AsyncIterator[ExecutorChannel]:
+        """An idle executor, or a new one when all are busy (commands run concurrently)."""
+        try:
+            channel = self._idle.pop() if self._idle else await self._new_channel()
+        except (ExecutorGone, docker.errors.APIError) as e:
+            raise await self._unavailable(e) from e
+        self._busy.add(channel)
+        try:
+            yield channel
+        except ExecutorGone as e:
+            raise await self._unavailable(e) from e
+        finally:
+            self._busy.discard(channel)
+            if channel.broken or self._closed or len(self._idle) >= _MAX_IDLE_CHANNELS:
+                channel.close()
+            else:
+                self._idle.append(channel)
+
+    async def _unavailable(self, cause: BaseException) -> SandboxError:
+        """The error for a failed call: :class:`SandboxClosed` if we closed it, else
+        :class:`SandboxUnavailable` saying what happened to the container."""
+        if self._closed:
+            return SandboxClosed(f"sandbox {self.id[:12]} was closed")
+        try:
+            info = await self._engine.run(self._engine.api.inspect_container, self.id)
+        except docker.errors.NotFound:
+            return SandboxUnavailable(f"sandbox {self.id[:12]}: its container was removed")
+        except EngineUnavailable as e:
+            return SandboxUnavailable(f"sandbox {self.id[:12]}: {e}")
+        state = info.get("State") or {}
+        if not state.get("Running"):
+            why = "OOM-killed" if state.get("OOMKilled") else f"exit code {state.get('ExitCode')}"
+            return SandboxUnavailable(
+                f"sandbox {self.id[:12]}: its container stopped ({why}, status {state.get('Status')})"
+            )
+        if state.get("Paused") and not self._paused:
+            return SandboxUnavailable(f"sandbox {self.id[:12]} was paused by someone else")
+        return SandboxError(f"sandbox {self.id[:12]}: {type(cause).__name__}: {cause}")
+
+    # -- files -----------------------------------------------------------------------------
+
+    async def read_file(self, path: str) -> bytes:
+        """The file's bytes. ``FileNotFoundError``/``IsADirectoryError``/``PermissionError``
+        as for a local file."""
+        self._check_usable()
+        if self.exec_mode == "fast":
+            async with self._channel() as channel:
+                _, data = await channel.request({"op": "read", "path": path})
+                return data
+        script = 'if [ ! -e "$1" ]; then exit 3; elif [ -d "$1" ]; then exit 4; fi; exec cat -- "$1"'
+        result = await self.exec(["/bin/sh", "-c", script, "sh", path], timeout=None, max_output=1 << 62)
+        _raise_file_error(result, path, {3: FileNotFoundError, 4: IsADirectoryError})
+        return result.stdout_bytes
+
+    async def write_file(self, path: str, data: bytes, mode: int = 0o644) -> None:
+        """Create or replace ``path`` (parents created) with ``data``, atomically."""
+        self._check_usable()
+        if self.exec_mode == "fast":
+            async with self._channel() as channel:
+                await channel.request({"op": "write", "path": path, "mode": mode}, data)
+                return
+        script = 'mkdir -p -- "$(dirname -- "$1")" && cat > "$1" && chmod "$2" "$1"'
+        result = await self.exec(
+            ["/bin/sh", "-c", script, "sh", path, f"{mode:o}"], stdin=data, timeout=None
+        )
+        _raise_file_error(result, path, {})
+
+    async def upload(self, src: Path, dest: str) -> None:
+        """Copy the host folder ``src``'s contents (or the file ``src``) into the folder
+        ``dest``, created if missing."""
+        self._check_usable()
+        src = Path(src)
+        if not src.exists():
+            raise FileNotFoundError(2, "no such file or folder to upload", str(src))
+        made = await self.exec(["mkdir", "-p", "--", dest], timeout=60)
+        _raise_file_error(made, dest, {})
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            if src.is_dir():
+                for child in sorted(src.iterdir()):
+                    tar.add(child, arcname=child.name)
+            else:
+                tar.add(src, arcname=src.name)
+        try:
+            await self._engine.run(self._engine.api.put_archive, self.id, dest, buf.getvalue())
+        except docker.errors.APIError as e:
+            raise await self._unavailable(e) from e
+
+    async def download(self, path: str) -> bytes:
+        """A tar archive of ``path`` (a file or a folder, under its own name)."""
+        self._check_usable()
+
+        def fetch() -> bytes:
+            chunks, _ = self._engine.api.get_archive(self.id, path)
+            return b"".join(chunks)
+
+        try:
+            return await self._engine.run(fetch)
+        except docker.errors.NotFound as e:
+            raise FileNotFoundError(2, "no such file or folder in the sandbox", path) from e
+        except docker.errors.APIError as e:
+            raise await self._unavailable(e) from e
+
+    # -- freezing and saving ---------------------------------------------------------------
+
+    @property
+    def paused(self) -> bool:
+        """Whether the sandbox is frozen."""
+        return self._paused
+
+    async def pause(self) -> None:
+        """Freeze all processes (cgroup freezer): no CPU is used until :meth:`resume`."""
+        if self._closed:
+            raise SandboxClosed(f"sandbox {self.id[:12]} is closed")
+        if self._paused:
+            return
+        try:
+            await self._engine.run(self._engine.api.pause, self.id)
+        except docker.errors.APIError as e:
+            raise await self._unavailable(e) from e
+        self._paused = True
+
+    async def resume(self) -> None:
+        """Thaw the sandbox after :meth:`pause`."""
+        if self._closed:
+            raise SandboxClosed(f"sandbox {self.id[:12]} is closed")
+        if not self._paused:
+            return
+        try:
+            await self._engine.run(self._engine.api.unpause, self.id)
+        except docker.errors.APIError as e:
+            raise await self._unavailable(e) from e
+        self._paused = False
+
+    async def cpu_usage_ns(self) -> int:
+        """CPU time used by everything in the sandbox so far (the cgroup's counter), in ns."""
+        if self._closed:
+            raise SandboxClosed(f"sandbox {self.id[:12]} is closed")
+        try:
+            stats = await self._engine.run(self._engine.api.stats, self.id, stream=False, one_shot=True)
+        except docker.errors.APIError as e:
+            raise await self._unavailable(e) from e
+        return int(stats["cpu_stats"]["cpu_usage"]["total_usage"])
+
+    async def snapshot(self, tag: str | None = None) -> Snapshot:
+        """Commit the filesystem to an image (labelled, collectable) for :func:`fork`."""
+        if self._closed:
+            raise SandboxClosed(f"sandbox {self.id[:12]} is closed")
+        tag = tag or f"{self.id[:12]}-{int(time.time() * 1000)}"
+        conf = {"Labels": labels_for("snapshot", self.spec.ttl_s, self.spec.labels)}
+        try:
+            result = await self._engine.run(
+                self._engine.api.commit, self.id, repository=SNAPSHOT_REPOSITORY, tag=tag, conf=conf
+            )
+        except docker.errors.APIError as e:
+            raise await self._unavailable(e) from e
+        image_id = str(result["Id"])
+        spec = self.spec.model_copy(update={"image": image_id, "dockerfile": None})
+        return Snapshot(image_id=image_id, tag=f"{SNAPSHOT_REPOSITORY}:{tag}", spec=spec, source_id=self.id)
+
+
+async def _create_container(engine: Engine, spec: SandboxSpec, image: str) -> str:
+    api = engine.api
+    host_config = api.create_host_config(
+        network_mode=spec.network,
+        cap_drop=["ALL"],
+        cap_add=list(spec.cap_add) or None,
+        security_opt=["no-new-privileges"],
+        pids_limit=spec.pids_limit,
+        mem_limit=spec.memory,
+        memswap_limit=spec.memory,  # no swap: a memory hog is OOM-killed, not slowed to a crawl
+        nano_cpus=int(spec.cpus * 1e9),
+        init=True,
+    )
+    try:
+        created = await engine.run(
+            api.create_container,
+            image,
+            command=[],
+            entrypoint=_KEEPALIVE,
+            hostname="sandbox",
+            user=spec.user or "",
+            environment=spec.env,
+            working_dir=spec.workdir,
+            labels=labels_for("sandbox", spec.ttl_s, spec.labels),
+            host_config=host_config,
+            use_config_proxy=False,
+        )
+    except docker.errors.APIError as e:
+        raise SandboxError(f"cannot create a sandbox from {image!r}: {e.explanation or e}") from e
+    return str(created["Id"])
+
+
+def _raise_file_error(result: ExecResult, path: str, codes: dict[int, type[OSError]]) -> None:
+    if result.exit_code == 0:
+        return
+    message = result.stderr.strip() or f"exit code {result.exit_code}"
+    error = codes.get(result.exit_code)
+    if error is None:
+        error = PermissionError if "ermission denied" in message else OSError
+    raise error(result.exit_code, message, path)
+
+
+@asynccontextmanager
+async def sandbox(spec: SandboxSpec | None = None, *, engine: Engine | None = None) -> AsyncIterator[DockerSandbox]:
+    """``async with sandbox(spec) as sb:`` — a sandbox removed when the block ends."""
+    box = await DockerSandbox.create(spec, engine=engine)
+    async with box:
+        yield box
+
+
+async def fork(snapshot: Snapshot, n: int, *, engine: Engine | None = None) -> list[DockerSandbox]:
+    """Start ``n`` independent sandboxes from ``snapshot``; all or none."""
+    if n < 1:
+        raise ValueError(f"n must be at least 1, got {n}")
+    engine = engine or await get_engine()
+    boxes: list[DockerSandbox | None] = [None] * n
+
+    async def one(i: int) -> None:
+        boxes[i] = await DockerSandbox.create(snapshot.spec, engine=engine)
+
+    try:
+        async with anyio.create_task_group() as tg:
+            for i in range(n):
+                tg.start_soon(one, i)
+    except BaseException:
+        with anyio.CancelScope(shield=True):
+            for box in boxes:
+                if box is not None:
+                    await box.close()
+        raise
+    return [box for box in boxes if box is not None]
+
+
+async def remove_snapshot(snapshot: Snapshot, *, engine: Engine | None = None) -> None:
+    """Delete a snapshot's image (sandboxes forked from it must be closed first)."""
+    engine = engine or await get_engine()
+    try:
+        await engine.run(engine.api.remove_image, snapshot.image_id, force=True)
+    except docker.errors.ImageNotFound:
+        pass

@@ -1,0 +1,82 @@
+"""Find and remove what agentenv left behind: containers and snapshot images whose owner
+process is gone or whose expiry has passed. Only objects carrying our labels are ever
+considered, so nothing else on the engine can be touched."""
+
+from __future__ import annotations
+
+import time
+
+import docker.errors
+from pydantic import BaseModel
+
+from agentenv.sandbox import labels as L
+from agentenv.sandbox.engine import Engine
+
+
+class Leftover(BaseModel):
+    """One container or image of ours, and why it may be collected (``None``: in use)."""
+
+    kind: str  # "sandbox" or "snapshot"
+    id: str
+    name: str
+    status: str
+    run: str
+    owner: str
+    created: float
+    expires: float
+    stale: str | None
+
+
+def _row(kind: str, oid: str, name: str, status: str, labels: dict[str, str], now: float) -> Leftover:
+    def number(key: str) -> float:
+        try:
+            return float(labels.get(key, "0"))
+        except ValueError:
+            return 0.0
+
+    return Leftover(
+        kind=kind,
+        id=oid,
+        name=name,
+        status=status,
+        run=labels.get(L.RUN, ""),
+        owner=labels.get(L.OWNER, ""),
+        created=number(L.CREATED),
+        expires=number(L.EXPIRES),
+        stale=L.stale_reason(labels, now),
+    )
+
+
+def list_ours(engine: Engine) -> list[Leftover]:
+    """Every container and snapshot image with our labels. Blocking."""
+    now = time.time()
+    rows = []
+    for c in engine.api.containers(all=True, filters={"label": L.OWNER}):
+        name = (c.get("Names") or ["?"])[0].lstrip("/")
+        rows.append(_row("sandbox", c["Id"], name, c.get("State", "?"), c.get("Labels") or {}, now))
+    for image in engine.api.images(filters={"label": f"{L.KIND}=snapshot"}):
+        tags = image.get("RepoTags") or ["<untagged>"]
+        rows.append(_row("snapshot", image["Id"], tags[0], "image", image.get("Labels") or {}, now))
+    return rows
+
+
+def collect(engine: Engine, *, everything: bool = False, dry_run: bool = False) -> list[Leftover]:
+    """Remove our stale containers, then our stale snapshot images; with ``everything``,
+    all of ours. Returns what was (or, with ``dry_run``, would be) removed. Blocking."""
+    doomed = [r for r in list_ours(engine) if everything or r.stale]
+    if dry_run:
+        return doomed
+    removed = []
+    for row in sorted(doomed, key=lambda r: r.kind != "sandbox"):  # containers first
+        try:
+            if row.kind == "sandbox":
+                engine.api.remove_container(row.id, force=True, v=True)
+            else:
+                engine.api.remove_image(row.id, force=True)
+            removed.append(row)
+        except docker.errors.NotFound:
+            removed.append(row)
+        except docker.errors.APIError:
+            # An image still used by a live container of someone else's: keep it.
+            continue
+    return removed

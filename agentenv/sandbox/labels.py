@@ -1,0 +1,88 @@
+"""The labels on everything we create, and how to tell whether its owner is gone.
+
+Every container and snapshot image carries ``agentenv.run`` (run id), ``agentenv.owner``
+(``host:pid:start``, the creating process) and ``agentenv.expires`` (unix time), so that
+``agentenv gc`` can remove what a crashed or killed process left behind, and never touch
+anything that is not ours.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+import uuid
+from functools import cache
+
+RESERVED_PREFIX = "agentenv."
+RUN = "agentenv.run"
+OWNER = "agentenv.owner"
+EXPIRES = "agentenv.expires"
+KIND = "agentenv.kind"  # "sandbox" or "snapshot"
+CREATED = "agentenv.created"
+
+
+def _start_ticks(pid: int) -> str:
+    """The process's start time in clock ticks since boot: with the pid, it names one process
+    even after the pid is reused."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+        return stat[stat.rfind(b")") + 2 :].split()[19].decode()
+    except (OSError, IndexError):
+        return "0"
+
+
+@cache
+def run_id() -> str:
+    """This process's run id: ``$AGENTENV_RUN_ID`` or a new random one."""
+    return os.environ.get("AGENTENV_RUN_ID") or uuid.uuid4().hex[:12]
+
+
+def owner() -> str:
+    """``host:pid:start`` of the current process."""
+    pid = os.getpid()
+    return f"{socket.gethostname()}:{pid}:{_start_ticks(pid)}"
+
+
+def labels_for(kind: str, ttl_s: float, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The labels for a new object of ``kind`` that may be collected after ``ttl_s``."""
+    now = time.time()
+    return {
+        **(extra or {}),
+        RUN: run_id(),
+        OWNER: owner(),
+        KIND: kind,
+        CREATED: str(int(now)),
+        EXPIRES: str(int(now + ttl_s)),
+    }
+
+
+def owner_alive(owner_label: str) -> bool | None:
+    """Whether the labelled owner process still runs; ``None`` when it is on another host
+    (we cannot tell, so only the expiry applies)."""
+    host, _, rest = owner_label.partition(":")
+    pid_text, _, start = rest.partition(":")
+    if host != socket.gethostname() or not pid_text.isdigit():
+        return None
+    pid = int(pid_text)
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # exists, owned by someone else
+    return not start or start == "0" or _start_ticks(pid) == start
+
+
+def stale_reason(labels: dict[str, str], now: float | None = None) -> str | None:
+    """Why an object with these labels may be collected, or ``None`` if it is still in use."""
+    now = time.time() if now is None else now
+    try:
+        if float(labels.get(EXPIRES, "inf")) < now:
+            return "expired"
+    except ValueError:
+        return "bad expiry label"
+    if owner_alive(labels.get(OWNER, "")) is False:
+        return "owner gone"
+    return None

@@ -1,0 +1,90 @@
+"""``SandboxPool``: sandboxes created ahead of time and kept paused, so an episode starts in
+milliseconds instead of paying for container creation."""
+
+from __future__ import annotations
+
+from types import TracebackType
+
+import anyio
+import anyio.abc
+import structlog
+
+from agentenv.sandbox.docker import DockerSandbox
+from agentenv.sandbox.engine import Engine, get_engine
+from agentenv.sandbox.errors import SandboxError
+from agentenv.sandbox.spec import SandboxSpec
+
+log = structlog.get_logger(__name__)
+
+
+class SandboxPool:
+    """Keeps ``size`` paused sandboxes of one spec ready. ``acquire()`` resumes one (and the
+    pool refills in the background); the caller owns and closes what it acquired.
+
+    Use as ``async with SandboxPool(spec, size=8) as pool: box = await pool.acquire()``.
+    """
+
+    def __init__(self, spec: SandboxSpec | None = None, size: int = 4, *, engine: Engine | None = None):
+        if size < 1:
+            raise ValueError(f"pool size must be at least 1, got {size}")
+        self.spec = spec or SandboxSpec()
+        self.size = size
+        self._engine = engine
+        self._slots = anyio.Semaphore(size)
+        self._send, self._receive = anyio.create_memory_object_stream[DockerSandbox](size)
+        self._tg: anyio.abc.TaskGroup | None = None
+
+    async def __aenter__(self) -> SandboxPool:
+        self._engine = self._engine or await get_engine()
+        self._tg = anyio.create_task_group()
+        await self._tg.__aenter__()
+        for _ in range(min(self.size, 4)):  # creation is paced by the engine anyway
+            self._tg.start_soon(self._fill)
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        assert self._tg is not None
+        self._tg.cancel_scope.cancel()
+        await self._tg.__aexit__(et, e, tb)
+        with anyio.CancelScope(shield=True):
+            self._send.close()
+            async for box in self._receive:
+                await box.close()
+
+    async def _fill(self) -> None:
+        while True:
+            await self._slots.acquire()
+            try:
+                box = await DockerSandbox.create(self.spec, engine=self._engine)
+            except SandboxError as e:
+                log.warning("pool.create_failed", error=str(e))
+                self._slots.release()
+                await anyio.sleep(1)
+                continue
+            with anyio.CancelScope(shield=True):
+                try:
+                    await box.pause()
+                    await self._send.send(box)
+                except BaseException:
+                    await box.close()
+                    raise
+
+    @property
+    def ready(self) -> int:
+        """Paused sandboxes waiting to be acquired."""
+        return self._receive.statistics().current_buffer_used
+
+    async def acquire(self) -> DockerSandbox:
+        """A running sandbox: a pooled one resumed (milliseconds) when one is ready, else
+        the next one to finish creating. Dead pooled sandboxes are skipped."""
+        while True:
+            box = await self._receive.receive()
+            self._slots.release()
+            try:
+                await box.resume()
+                return box
+            except SandboxError as e:
+                log.warning("pool.discard", id=box.id[:12], error=str(e))
+                await box.close()

@@ -1,0 +1,114 @@
+"""The seam between sandboxes and everything that uses them: :class:`Sandbox`,
+:class:`ExecResult` and :class:`Snapshot`. Backends implement the protocol; the agent loop,
+verifiers and runners only ever see this."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict
+
+from agentenv.sandbox.spec import SandboxSpec
+
+DEFAULT_MAX_OUTPUT = 512 * 1024
+"""Default cap per stream on what ``exec`` returns; head and tail are kept."""
+
+OutputCallback = Callable[[Literal["stdout", "stderr"], bytes], Awaitable[None] | None]
+"""Receives output chunks as they arrive, when passed to ``exec(on_output=...)``."""
+
+
+class ExecResult(BaseModel):
+    """What a command did. ``stdout``/``stderr`` decode the raw bytes as UTF-8 (invalid
+    bytes replaced); ``stdout_bytes``/``stderr_bytes`` are exact."""
+
+    model_config = ConfigDict(ser_json_bytes="base64", val_json_bytes="base64")
+
+    exit_code: int
+    stdout_bytes: bytes = b""
+    stderr_bytes: bytes = b""
+    duration_s: float = 0.0
+    timed_out: bool = False
+    truncated: bool = False
+    oom_killed: bool = False
+
+    @property
+    def stdout(self) -> str:
+        """Standard output as text."""
+        return self.stdout_bytes.decode("utf-8", "replace")
+
+    @property
+    def stderr(self) -> str:
+        """Standard error as text."""
+        return self.stderr_bytes.decode("utf-8", "replace")
+
+    @property
+    def ok(self) -> bool:
+        """Exited 0 without timing out."""
+        return self.exit_code == 0 and not self.timed_out
+
+
+class Snapshot(BaseModel):
+    """A sandbox's filesystem saved as an image; ``fork`` starts new sandboxes from it.
+    Running processes and memory are not kept (CRIU does not work on these kernels)."""
+
+    image_id: str
+    tag: str
+    spec: SandboxSpec
+    source_id: str
+
+
+@runtime_checkable
+class Sandbox(Protocol):
+    """An isolated place to run an episode's commands. All methods are async; one sandbox
+    per episode. Implementations pass ``agentenv.testing.conformance``."""
+
+    id: str
+
+    async def exec(
+        self,
+        cmd: str | list[str],
+        *,
+        timeout: float | None = 60.0,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+        stdin: bytes | None = None,
+        max_output: int = DEFAULT_MAX_OUTPUT,
+        on_output: OutputCallback | None = None,
+    ) -> ExecResult:
+        """Run ``cmd`` (a shell string, or an argv list) and return what it did. A timeout
+        kills the command's whole process tree inside the sandbox."""
+        ...
+
+    async def read_file(self, path: str) -> bytes:
+        """The file's bytes; ``FileNotFoundError`` if there is none."""
+        ...
+
+    async def write_file(self, path: str, data: bytes, mode: int = 0o644) -> None:
+        """Create or replace a file (parents created), atomically."""
+        ...
+
+    async def upload(self, src: Path, dest: str) -> None:
+        """Copy a host folder's contents (or one file) into ``dest``."""
+        ...
+
+    async def download(self, path: str) -> bytes:
+        """A tar archive of ``path`` (a file or a folder)."""
+        ...
+
+    async def pause(self) -> None:
+        """Freeze every process: no CPU is used until ``resume``."""
+        ...
+
+    async def resume(self) -> None:
+        """Thaw a paused sandbox."""
+        ...
+
+    async def snapshot(self, tag: str | None = None) -> Snapshot:
+        """Save the filesystem so that ``fork`` can start sandboxes from it."""
+        ...
+
+    async def close(self) -> None:
+        """Remove the sandbox. Idempotent."""
+        ...

@@ -1,0 +1,107 @@
+"""What a sandbox is made from: :class:`SandboxSpec`, validated before anything is created."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from agentenv.sandbox.labels import RESERVED_PREFIX
+
+DEFAULT_IMAGE = "agentenv/base:bookworm"
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
+_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+# Linux capabilities a spec may add back after all are dropped.
+CAPABILITIES = frozenset(
+    """AUDIT_CONTROL AUDIT_READ AUDIT_WRITE BLOCK_SUSPEND BPF CHECKPOINT_RESTORE CHOWN
+    DAC_OVERRIDE DAC_READ_SEARCH FOWNER FSETID IPC_LOCK IPC_OWNER KILL LEASE LINUX_IMMUTABLE
+    MAC_ADMIN MAC_OVERRIDE MKNOD NET_ADMIN NET_BIND_SERVICE NET_BROADCAST NET_RAW PERFMON
+    SETFCAP SETGID SETPCAP SETUID SYS_ADMIN SYS_BOOT SYS_CHROOT SYS_MODULE SYS_NICE SYS_PACCT
+    SYS_PTRACE SYS_RAWIO SYS_RESOURCE SYS_TIME SYS_TTY_CONFIG SYSLOG WAKE_ALARM""".split()
+)
+
+
+def parse_size(value: int | str) -> int:
+    """Bytes from an int or a size such as ``"512m"``, ``"4g"`` or ``"1.5GiB"``."""
+    if isinstance(value, int):
+        size = value
+    else:
+        match = _SIZE.match(str(value))
+        if not match:
+            raise ValueError(f"{value!r} is not a size like '512m', '4g' or a number of bytes")
+        size = int(float(match.group(1)) * _UNITS[match.group(2).lower()])
+    if size <= 0:
+        raise ValueError(f"size must be positive, got {value!r}")
+    return size
+
+
+class SandboxSpec(BaseModel):
+    """Everything needed to create a sandbox. Safe by default: no network, no capabilities,
+    no new privileges, an init as PID 1, bounded pids, memory and CPU."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    image: str = Field(DEFAULT_IMAGE, min_length=1, description="image name or id")
+    dockerfile: Path | None = Field(
+        None, description="built (context: its folder) when the image is absent and unpullable"
+    )
+    cpus: float = Field(1.0, gt=0, le=256, description="CPU cores the sandbox may use")
+    memory: int = Field(4 << 30, description="memory limit in bytes (accepts '512m', '4g')")
+    pids_limit: int = Field(1024, ge=8, le=1 << 22, description="max processes and threads")
+    network: str = Field("none", description="'none' (default), 'bridge' or a network name")
+    env: dict[str, str] = Field(default_factory=dict)
+    workdir: str = Field("/workspace", description="absolute; commands start here")
+    user: str | None = Field(None, description="user[:group] to run as; image default if unset")
+    cap_add: tuple[str, ...] = Field((), description="capabilities added back, e.g. 'CHOWN'")
+    labels: dict[str, str] = Field(default_factory=dict)
+    ttl_s: float = Field(24 * 3600, gt=0, description="after this, `agentenv gc` may remove it")
+    executor: Literal["auto", "fast", "docker-exec"] = Field(
+        "auto", description="'fast': in-sandbox executor; 'docker-exec': one exec per command"
+    )
+
+    @field_validator("memory", mode="before")
+    @classmethod
+    def _memory(cls, value: int | str) -> int:
+        size = parse_size(value)
+        if size < 6 << 20:
+            raise ValueError("memory must be at least 6m (Docker's minimum)")
+        return size
+
+    @field_validator("workdir")
+    @classmethod
+    def _workdir(cls, value: str) -> str:
+        if not value.startswith("/"):
+            raise ValueError(f"workdir must be an absolute path, got {value!r}")
+        if value.rstrip("/") == "":
+            raise ValueError("workdir must not be '/': give the task a folder of its own")
+        return value
+
+    @field_validator("network")
+    @classmethod
+    def _network(cls, value: str) -> str:
+        if value == "host":
+            raise ValueError("network 'host' would share the host's network; use 'bridge'")
+        return value
+
+    @field_validator("cap_add", mode="before")
+    @classmethod
+    def _caps(cls, value: object) -> tuple[str, ...]:
+        if isinstance(value, str):
+            value = (value,)
+        names = tuple(str(v).upper().removeprefix("CAP_") for v in value)  # type: ignore[attr-defined]
+        unknown = sorted(set(names) - CAPABILITIES)
+        if unknown:
+            raise ValueError(f"unknown capabilities: {', '.join(unknown)}")
+        return names
+
+    @field_validator("labels")
+    @classmethod
+    def _labels(cls, value: dict[str, str]) -> dict[str, str]:
+        reserved = [k for k in value if k.startswith(RESERVED_PREFIX)]
+        if reserved:
+            raise ValueError(f"labels starting with {RESERVED_PREFIX!r} are ours: {reserved}")
+        return value
