@@ -1,6 +1,7 @@
 """agentenv: run AI agents in Docker sandboxes that pause while the model thinks, and score
 them with deterministic verifiers."""
 
+from agentenv.log import configure_default
 from agentenv.sandbox import (
     DockerSandbox,
     ExecResult,
@@ -15,6 +16,8 @@ from agentenv.sandbox import (
 )
 
 __version__ = "0.1.0"
+
+configure_default()
 
 __all__ = [
     "DockerSandbox",

@@ -140,7 +140,9 @@ def _age(seconds: float) -> str:
 
 def _print_rows(rows: list[gc_mod.Leftover], title: str) -> None:
     now = dt.datetime.now().timestamp()
-    table = Table("kind", "id", "name", "status", "run", "owner", "age", "expires in", "stale", title=title)
+    table = Table(
+        "kind", "id", "name", "status", "run", "owner", "age", "expires in", "stale", title=title
+    )
     for r in rows:
         table.add_row(
             r.kind,
@@ -156,14 +158,25 @@ def _print_rows(rows: list[gc_mod.Leftover], title: str) -> None:
     out.print(table)
 
 
+JsonFlag = Annotated[bool, typer.Option("--json", help="One JSON object per line.")]
+
+
+def _print_json(rows: list[gc_mod.Leftover]) -> None:
+    for row in rows:
+        print(row.model_dump_json())
+
+
 @sandbox_app.command("ls")
-def sandbox_ls() -> None:
+def sandbox_ls(as_json: JsonFlag = False) -> None:
     """List our sandboxes and snapshot images, and which ones gc would remove."""
     try:
         rows = gc_mod.list_ours(connect())
     except SandboxError as e:
         raise _fail(str(e)) from e
-    _print_rows(rows, f"{len(rows)} agentenv objects")
+    if as_json:
+        _print_json(rows)
+    else:
+        _print_rows(rows, f"{len(rows)} agentenv objects")
 
 
 @app.command()
@@ -172,6 +185,7 @@ def gc(
     everything: Annotated[
         bool, typer.Option("--all", help="Remove all of ours, even those in use.")
     ] = False,
+    as_json: JsonFlag = False,
 ) -> None:
     """Remove sandboxes and snapshots whose owner is gone or whose TTL passed.
 
@@ -181,7 +195,9 @@ def gc(
     except SandboxError as e:
         raise _fail(str(e)) from e
     verb = "would remove" if dry_run else "removed"
-    if rows:
+    if as_json:
+        _print_json(rows)
+    elif rows:
         _print_rows(rows, f"{verb} {len(rows)}")
     else:
         out.print(f"{verb} nothing")

@@ -9,7 +9,6 @@ import statistics
 import time
 
 import anyio
-
 from pydantic import BaseModel
 
 from agentenv.sandbox import DockerSandbox, SandboxSpec
@@ -35,7 +34,7 @@ async def run_demo(spec: SandboxSpec | None = None, rounds: int = 20) -> DemoRep
     box = await DockerSandbox.create(spec)
     async with box:
         created = time.perf_counter()
-        first = await box.exec("echo \"hello from $(hostname), $(nproc) cpu, python $(python3 -V 2>&1 | cut -d' ' -f2)\"")
+        first = await box.exec(["sh", "-c", 'echo "hello from $(hostname), $(nproc) cpu"'])
         t_first = time.perf_counter()
         execs, pauses, resumes = [], [], []
         for _ in range(rounds):

@@ -115,7 +115,9 @@ class ExecutorChannel:
             if not done:  # cancelled or failed mid-request: the stream's state is unknown
                 self.close()
 
-    async def request(self, header: dict[str, Any], payload: bytes = b"") -> tuple[dict[str, Any], bytes]:
+    async def request(
+        self, header: dict[str, Any], payload: bytes = b""
+    ) -> tuple[dict[str, Any], bytes]:
         """Send one request and return the reply; executor-side errors become ``OSError``s."""
         reply, data = await self._exchange(header, payload, None)
         if reply.get("type") == "error":

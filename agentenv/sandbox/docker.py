@@ -9,6 +9,7 @@ that :func:`fork` starts new sandboxes from.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import tarfile
 import time
@@ -66,7 +67,9 @@ class DockerSandbox:
     # -- lifecycle -------------------------------------------------------------------------
 
     @classmethod
-    async def create(cls, spec: SandboxSpec | None = None, *, engine: Engine | None = None) -> DockerSandbox:
+    async def create(
+        cls, spec: SandboxSpec | None = None, *, engine: Engine | None = None
+    ) -> DockerSandbox:
         """Create and start a sandbox; the caller must ``close()`` it."""
         spec = spec or SandboxSpec()
         engine = engine or await get_engine()
@@ -83,7 +86,9 @@ class DockerSandbox:
             except BaseException:
                 await box.close()
                 raise
-        log.debug("sandbox.created", id=box.id[:12], mode=box.exec_mode, s=time.monotonic() - started)
+        log.debug(
+            "sandbox.created", id=box.id[:12], mode=box.exec_mode, s=time.monotonic() - started
+        )
         return box
 
     async def _start_executor(self) -> None:
@@ -97,7 +102,9 @@ class DockerSandbox:
                     f"image {self.image!r} cannot run the fast executor (it needs python3): "
                     f"{e.stderr.decode(errors='replace').strip() or e}; use executor='auto'"
                 ) from e
-            log.info("sandbox.fallback", id=self.id[:12], reason="no python3: docker exec per command")
+            log.info(
+                "sandbox.fallback", id=self.id[:12], reason="no python3: docker exec per command"
+            )
             return
         self._idle.append(channel)
         self.exec_mode = "fast"
@@ -117,7 +124,9 @@ class DockerSandbox:
         self._idle.clear()
         with anyio.CancelScope(shield=True):
             try:
-                await self._engine.run(self._engine.api.remove_container, self.id, force=True, v=True)
+                await self._engine.run(
+                    self._engine.api.remove_container, self.id, force=True, v=True
+                )
             except docker.errors.NotFound:
                 pass
             except (docker.errors.APIError, EngineUnavailable) as e:
@@ -214,21 +223,33 @@ class DockerSandbox:
         :class:`SandboxUnavailable` saying what happened to the container."""
         if self._closed:
             return SandboxClosed(f"sandbox {self.id[:12]} was closed")
-        try:
-            info = await self._engine.run(self._engine.api.inspect_container, self.id)
-        except docker.errors.NotFound:
-            return SandboxUnavailable(f"sandbox {self.id[:12]}: its container was removed")
-        except EngineUnavailable as e:
-            return SandboxUnavailable(f"sandbox {self.id[:12]}: {e}")
-        state = info.get("State") or {}
-        if not state.get("Running"):
-            why = "OOM-killed" if state.get("OOMKilled") else f"exit code {state.get('ExitCode')}"
-            return SandboxUnavailable(
-                f"sandbox {self.id[:12]}: its container stopped ({why}, status {state.get('Status')})"
-            )
-        if state.get("Paused") and not self._paused:
-            return SandboxUnavailable(f"sandbox {self.id[:12]} was paused by someone else")
-        return SandboxError(f"sandbox {self.id[:12]}: {type(cause).__name__}: {cause}")
+        # The executor's stream can end a moment before the engine records the container
+        # as stopped: look again for a little while before blaming the executor alone.
+        for _ in range(20):
+            try:
+                info = await self._engine.run(self._engine.api.inspect_container, self.id)
+            except docker.errors.NotFound:
+                return SandboxUnavailable(f"sandbox {self.id[:12]}: its container was removed")
+            except EngineUnavailable as e:
+                return SandboxUnavailable(f"sandbox {self.id[:12]}: {e}")
+            state = info.get("State") or {}
+            if not state.get("Running"):
+                why = (
+                    "OOM-killed" if state.get("OOMKilled") else f"exit code {state.get('ExitCode')}"
+                )
+                return SandboxUnavailable(
+                    f"sandbox {self.id[:12]}: its container stopped ({why}, "
+                    f"status {state.get('Status')})"
+                )
+            if state.get("Paused") and not self._paused:
+                return SandboxUnavailable(f"sandbox {self.id[:12]} was paused by someone else")
+            await anyio.sleep(0.1)
+        # Still running: the executor alone died (killed by a command, or OOM-killed). The
+        # next call starts a new one.
+        return SandboxError(
+            f"sandbox {self.id[:12]}: the command's executor died ({type(cause).__name__}: "
+            f"{cause}); the sandbox is still running"
+        )
 
     # -- files -----------------------------------------------------------------------------
 
@@ -240,8 +261,12 @@ class DockerSandbox:
             async with self._channel() as channel:
                 _, data = await channel.request({"op": "read", "path": path})
                 return data
-        script = 'if [ ! -e "$1" ]; then exit 3; elif [ -d "$1" ]; then exit 4; fi; exec cat -- "$1"'
-        result = await self.exec(["/bin/sh", "-c", script, "sh", path], timeout=None, max_output=1 << 62)
+        script = (
+            'if [ ! -e "$1" ]; then exit 3; elif [ -d "$1" ]; then exit 4; fi; exec cat -- "$1"'
+        )
+        result = await self.exec(
+            ["/bin/sh", "-c", script, "sh", path], timeout=None, max_output=1 << 62
+        )
         _raise_file_error(result, path, {3: FileNotFoundError, 4: IsADirectoryError})
         return result.stdout_bytes
 
@@ -330,7 +355,9 @@ class DockerSandbox:
         if self._closed:
             raise SandboxClosed(f"sandbox {self.id[:12]} is closed")
         try:
-            stats = await self._engine.run(self._engine.api.stats, self.id, stream=False, one_shot=True)
+            stats = await self._engine.run(
+                self._engine.api.stats, self.id, stream=False, one_shot=True
+            )
         except docker.errors.APIError as e:
             raise await self._unavailable(e) from e
         return int(stats["cpu_stats"]["cpu_usage"]["total_usage"])
@@ -349,7 +376,9 @@ class DockerSandbox:
             raise await self._unavailable(e) from e
         image_id = str(result["Id"])
         spec = self.spec.model_copy(update={"image": image_id, "dockerfile": None})
-        return Snapshot(image_id=image_id, tag=f"{SNAPSHOT_REPOSITORY}:{tag}", spec=spec, source_id=self.id)
+        return Snapshot(
+            image_id=image_id, tag=f"{SNAPSHOT_REPOSITORY}:{tag}", spec=spec, source_id=self.id
+        )
 
 
 async def _create_container(engine: Engine, spec: SandboxSpec, image: str) -> str:
@@ -395,7 +424,9 @@ def _raise_file_error(result: ExecResult, path: str, codes: dict[int, type[OSErr
 
 
 @asynccontextmanager
-async def sandbox(spec: SandboxSpec | None = None, *, engine: Engine | None = None) -> AsyncIterator[DockerSandbox]:
+async def sandbox(
+    spec: SandboxSpec | None = None, *, engine: Engine | None = None
+) -> AsyncIterator[DockerSandbox]:
     """``async with sandbox(spec) as sb:`` — a sandbox removed when the block ends."""
     box = await DockerSandbox.create(spec, engine=engine)
     async with box:
@@ -428,7 +459,5 @@ async def fork(snapshot: Snapshot, n: int, *, engine: Engine | None = None) -> l
 async def remove_snapshot(snapshot: Snapshot, *, engine: Engine | None = None) -> None:
     """Delete a snapshot's image (sandboxes forked from it must be closed first)."""
     engine = engine or await get_engine()
-    try:
+    with contextlib.suppress(docker.errors.ImageNotFound):
         await engine.run(engine.api.remove_image, snapshot.image_id, force=True)
-    except docker.errors.ImageNotFound:
-        pass

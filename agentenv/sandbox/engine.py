@@ -65,9 +65,11 @@ class Engine:
 def _is_connection_error(e: BaseException) -> bool:
     if isinstance(e, requests.exceptions.ConnectionError):
         return True
-    return isinstance(e, docker.errors.DockerException) and not isinstance(
-        e, docker.errors.APIError
-    ) and "Error while fetching server API version" in str(e)
+    return (
+        isinstance(e, docker.errors.DockerException)
+        and not isinstance(e, docker.errors.APIError)
+        and "Error while fetching server API version" in str(e)
+    )
 
 
 def connect(*, calls: int = 32, creations: int = 4, timeout: float = 120) -> Engine:
@@ -80,7 +82,9 @@ def connect(*, calls: int = 32, creations: int = 4, timeout: float = 120) -> Eng
         )
         client.ping()
     except (docker.errors.DockerException, requests.exceptions.RequestException) as e:
-        raise EngineUnavailable(f"cannot reach the Docker engine at {where}: {e}. {START_HINT}") from e
+        raise EngineUnavailable(
+            f"cannot reach the Docker engine at {where}: {e}. {START_HINT}"
+        ) from e
     version = str(client.api.api_version)
     if _version_tuple(version) < _version_tuple(MIN_API_VERSION):
         raise EngineUnavailable(

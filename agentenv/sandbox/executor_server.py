@@ -37,7 +37,7 @@ _SHELLS = ("/bin/bash", "/usr/bin/bash", "/bin/sh")
 class HeadTail(object):
     """Keeps the first and last bytes of a stream up to ``limit`` in all, counting the rest."""
 
-    def __init__(self, limit):
+    def __init__(self, limit: int) -> None:
         self.limit = max(0, int(limit))
         self.head_limit = self.limit // 2
         self.tail_limit = self.limit - self.head_limit
@@ -45,7 +45,7 @@ class HeadTail(object):
         self.tail = bytearray()
         self.total = 0
 
-    def add(self, data):
+    def add(self, data: bytes) -> None:
         self.total += len(data)
         room = self.head_limit - len(self.head)
         if room > 0:
@@ -57,10 +57,10 @@ class HeadTail(object):
                 del self.tail[: len(self.tail) - self.tail_limit]
 
     @property
-    def truncated(self):
+    def truncated(self) -> bool:
         return self.total > self.limit
 
-    def value(self):
+    def value(self) -> bytes:
         """The kept bytes; when bytes were dropped, a marker says how many and where."""
         if not self.truncated:
             return bytes(self.head) + bytes(self.tail)
@@ -145,7 +145,7 @@ def kill_tree(pid):
     bomb forks while we kill)."""
     for _ in range(50):
         victims = _descendants(pid)
-        for target in [pid] + victims:
+        for target in [pid, *victims]:
             try:
                 os.killpg(target, signal.SIGKILL)
             except OSError:
@@ -252,7 +252,7 @@ def do_exec(req, stdin_data, inp):
         wait = 0.05
         if deadline is not None and not timed_out:
             wait = min(wait, max(0.0, deadline - now))
-        ready, _, _ = select.select(list(open_fds) + [inp.fd], [], [], wait)
+        ready, _, _ = select.select([*open_fds, inp.fd], [], [], wait)
         for fd in ready:
             if fd == inp.fd:
                 inp.fill()

@@ -27,7 +27,9 @@ class Leftover(BaseModel):
     stale: str | None
 
 
-def _row(kind: str, oid: str, name: str, status: str, labels: dict[str, str], now: float) -> Leftover:
+def _row(
+    kind: str, oid: str, name: str, status: str, labels: dict[str, str], now: float
+) -> Leftover:
     def number(key: str) -> float:
         try:
             return float(labels.get(key, "0"))

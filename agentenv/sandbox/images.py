@@ -110,11 +110,15 @@ def apt_mirror(suite: str = BASE_SUITE, root: Path = Path("/")) -> str:
         for stanza in re.split(r"\n\s*\n", f.read_text(errors="replace")):
             fields = dict(
                 (k.strip().lower(), v.strip())
-                for k, _, v in (ln.partition(":") for ln in stanza.splitlines() if not ln.startswith("#"))
+                for k, _, v in (
+                    ln.partition(":") for ln in stanza.splitlines() if not ln.startswith("#")
+                )
                 if v
             )
             if "deb" in fields.get("types", "").split() and "uris" in fields:
-                entries.extend((uri, fields.get("suites", "").split()) for uri in fields["uris"].split())
+                entries.extend(
+                    (uri, fields.get("suites", "").split()) for uri in fields["uris"].split()
+                )
     for uri, suites in entries:
         if suite in suites and "security" not in uri:
             return uri.rstrip("/")
@@ -176,7 +180,9 @@ def build_base(
                 if p.is_file():
                     p.unlink()
         tarball = Path(tmp) / "rootfs.tar"
-        subprocess.run(["tar", "-C", str(rootfs), "--numeric-owner", "-cf", str(tarball), "."], check=True)
+        subprocess.run(
+            ["tar", "-C", str(rootfs), "--numeric-owner", "-cf", str(tarball), "."], check=True
+        )
         repo, _, version = tag.rpartition(":")
         changes = [
             "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",

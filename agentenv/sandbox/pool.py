@@ -24,7 +24,9 @@ class SandboxPool:
     Use as ``async with SandboxPool(spec, size=8) as pool: box = await pool.acquire()``.
     """
 
-    def __init__(self, spec: SandboxSpec | None = None, size: int = 4, *, engine: Engine | None = None):
+    def __init__(
+        self, spec: SandboxSpec | None = None, size: int = 4, *, engine: Engine | None = None
+    ):
         if size < 1:
             raise ValueError(f"pool size must be at least 1, got {size}")
         self.spec = spec or SandboxSpec()

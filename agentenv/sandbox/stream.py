@@ -8,6 +8,7 @@ no thread hand-offs, and no pipe is ever left undrained (SWE-ReX#261).
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import struct
 from typing import Any
@@ -50,10 +51,8 @@ class DockerStream:
 
     def shutdown_stdin(self) -> None:
         """Close the process's stdin (half-close: its output can still be read)."""
-        try:
+        with contextlib.suppress(OSError):
             self.sock.shutdown(socket.SHUT_WR)
-        except OSError:
-            pass
 
     async def receive(self) -> int:
         """Wait for more output; returns the number of bytes that arrived. Raises
@@ -102,7 +101,5 @@ class DockerStream:
         finally:
             close = getattr(self._holder, "close", None)
             if close is not None:
-                try:
+                with contextlib.suppress(OSError):
                     close()
-                except OSError:
-                    pass

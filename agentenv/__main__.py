@@ -1,0 +1,5 @@
+"""``python -m agentenv`` runs the command line."""
+
+from agentenv.cli import main
+
+main()

@@ -1,0 +1,1 @@
+"""Test helpers that ship with agentenv: the sandbox conformance suite."""

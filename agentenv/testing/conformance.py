@@ -1,0 +1,269 @@
+"""The conformance suite every :class:`~agentenv.sandbox.Sandbox` implementation must pass.
+
+Use it from a test module that provides two fixtures, then star-import the tests::
+
+    @pytest.fixture(scope="module")
+    async def sandbox():            # one shared sandbox for the read-mostly tests
+        async with make_my_sandbox() as box:
+            yield box
+
+    @pytest.fixture
+    def make_sandbox():             # async callable returning a fresh, unshared sandbox
+        return make_my_sandbox_async
+
+    from agentenv.testing.conformance import *  # noqa: F403
+
+Each test asserts on behaviour a user depends on, and fails when that behaviour is missing.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import tarfile
+import uuid
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import anyio
+import pytest
+
+from agentenv.sandbox.errors import SandboxClosed
+from agentenv.sandbox.protocol import Sandbox
+
+pytestmark = pytest.mark.anyio
+
+MakeSandbox = Callable[[], Awaitable[Sandbox]]
+
+
+def _unique(name: str) -> str:
+    return f"/tmp/conformance-{uuid.uuid4().hex[:8]}-{name}"
+
+
+async def test_exit_codes(sandbox: Sandbox) -> None:
+    assert (await sandbox.exec("exit 0")).exit_code == 0
+    assert (await sandbox.exec("exit 3")).exit_code == 3
+    assert (await sandbox.exec(["false"])).exit_code == 1
+    assert (await sandbox.exec(["sh", "-c", "exit 42"])).exit_code == 42
+
+
+async def test_command_not_found_is_127(sandbox: Sandbox) -> None:
+    assert (await sandbox.exec("no-such-command-xyz")).exit_code == 127
+    result = await sandbox.exec(["no-such-binary-xyz"])
+    assert result.exit_code == 127
+    assert not result.ok
+
+
+async def test_stdout_and_stderr_are_separate(sandbox: Sandbox) -> None:
+    result = await sandbox.exec("echo out; echo err >&2; echo out2")
+    assert result.stdout == "out\nout2\n"
+    assert result.stderr == "err\n"
+    assert result.duration_s > 0
+
+
+async def test_shell_string_runs_in_bash_when_present(sandbox: Sandbox) -> None:
+    result = await sandbox.exec("if [[ -n $BASH_VERSION ]]; then echo bash; fi")
+    assert result.stdout.strip() == "bash"
+
+
+async def test_env_is_per_call(sandbox: Sandbox) -> None:
+    result = await sandbox.exec("echo $GREETING", env={"GREETING": "hello world"})
+    assert result.stdout == "hello world\n"
+    assert (await sandbox.exec("echo ${GREETING:-unset}")).stdout == "unset\n"
+
+
+async def test_default_cwd_is_not_root(sandbox: Sandbox) -> None:
+    cwd = (await sandbox.exec("pwd")).stdout.strip()
+    assert cwd.startswith("/") and cwd != "/"
+
+
+async def test_cwd(sandbox: Sandbox) -> None:
+    assert (await sandbox.exec("pwd", cwd="/tmp")).stdout == "/tmp\n"
+    assert (await sandbox.exec(["pwd"], cwd="/usr/bin")).stdout == "/usr/bin\n"
+    missing = await sandbox.exec("pwd", cwd="/no/such/dir")
+    assert missing.exit_code != 0
+    assert "/no/such/dir" in missing.stderr
+
+
+async def test_stdin(sandbox: Sandbox) -> None:
+    assert (await sandbox.exec("cat", stdin=b"some input\n")).stdout == "some input\n"
+    blob = os.urandom(1 << 20)
+    result = await sandbox.exec(["sh", "-c", "cat | sha256sum"], stdin=blob)
+    import hashlib
+
+    assert result.stdout.split()[0] == hashlib.sha256(blob).hexdigest()
+
+
+async def test_no_stdin_means_eof(sandbox: Sandbox) -> None:
+    result = await sandbox.exec("cat; echo done", timeout=10)
+    assert result.stdout == "done\n" and not result.timed_out
+
+
+async def test_timeout_kills_the_process_tree(sandbox: Sandbox) -> None:
+    marker = _unique("tree")
+    script = f"sleep 301 & echo $! > {marker}; sleep 302; echo never"
+    result = await sandbox.exec(script, timeout=1)
+    assert result.timed_out
+    assert result.exit_code != 0
+    assert "never" not in result.stdout
+    assert result.duration_s < 10
+    child = (await sandbox.exec(["cat", marker])).stdout.strip()
+    assert child.isdigit()
+    # Both the command and the child it started are gone from the sandbox, not just the client.
+    alive = await sandbox.exec(f"kill -0 {child} 2>/dev/null && echo alive || echo gone")
+    assert alive.stdout.strip() == "gone"
+    left = await sandbox.exec("ps -eo args | grep -E '^sleep 30[12]' || true")
+    assert left.stdout.strip() == ""
+
+
+async def test_sandbox_usable_after_timeout(sandbox: Sandbox) -> None:
+    assert (await sandbox.exec("sleep 5", timeout=0.5)).timed_out
+    assert (await sandbox.exec("echo still here")).stdout == "still here\n"
+
+
+async def test_large_output_is_capped_keeping_head_and_tail(sandbox: Sandbox) -> None:
+    result = await sandbox.exec("seq 1 400000", max_output=64 * 1024)  # ~2.6 MB
+    assert result.truncated
+    assert len(result.stdout_bytes) < 64 * 1024 + 200
+    lines = result.stdout.splitlines()
+    assert lines[0] == "1"
+    assert lines[-1] == "400000"
+    assert "elided" in result.stdout
+
+
+async def test_output_under_the_cap_is_exact(sandbox: Sandbox) -> None:
+    result = await sandbox.exec("head -c 1500000 /dev/zero | tr '\\0' a", max_output=2 << 20)
+    assert not result.truncated
+    assert result.stdout_bytes == b"a" * 1_500_000
+
+
+async def test_stderr_capped_independently(sandbox: Sandbox) -> None:
+    result = await sandbox.exec("seq 1 200000 >&2; echo small", max_output=10_000)
+    assert result.truncated
+    assert result.stdout == "small\n"
+    assert result.stderr.splitlines()[-1] == "200000"
+
+
+async def test_binary_and_invalid_utf8_output(sandbox: Sandbox) -> None:
+    result = await sandbox.exec(["printf", "\\000\\377\\376abc\\300"])
+    assert result.stdout_bytes == b"\x00\xff\xfeabc\xc0"
+    assert "abc" in result.stdout  # decoding replaces, never raises
+
+
+async def test_output_callback_receives_chunks(sandbox: Sandbox) -> None:
+    seen: list[tuple[str, bytes]] = []
+
+    async def on_output(stream: str, data: bytes) -> None:
+        seen.append((stream, data))
+
+    result = await sandbox.exec(
+        "for i in 1 2 3; do echo line$i; sleep 0.05; done; echo oops >&2", on_output=on_output
+    )
+    assert (
+        b"".join(d for s, d in seen if s == "stdout")
+        == result.stdout_bytes
+        == b"line1\nline2\nline3\n"
+    )
+    assert b"".join(d for s, d in seen if s == "stderr") == b"oops\n"
+
+
+async def test_concurrent_commands_run_at_once(sandbox: Sandbox) -> None:
+    flag = _unique("go")
+    waiter_out: list[str] = []
+
+    async def waiter() -> None:
+        r = await sandbox.exec(
+            f"while [ ! -f {flag} ]; do sleep 0.02; done; echo released", timeout=20
+        )
+        waiter_out.append(r.stdout)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(waiter)
+        await anyio.sleep(0.2)
+        # If commands were serialised this would wait behind the waiter, which waits for it.
+        await sandbox.exec(["touch", flag], timeout=20)
+    assert waiter_out == ["released\n"]
+
+
+async def test_file_round_trip_5mb_binary(sandbox: Sandbox) -> None:
+    data = os.urandom(5 * 1024 * 1024)
+    path = _unique("blob.bin")
+    await sandbox.write_file(path, data)
+    assert await sandbox.read_file(path) == data
+    size = await sandbox.exec(["stat", "-c", "%s", path])
+    assert size.stdout.strip() == str(len(data))
+
+
+async def test_write_creates_parents_and_replaces(sandbox: Sandbox) -> None:
+    path = _unique("a/b/c/file.txt")
+    await sandbox.write_file(path, b"one")
+    await sandbox.write_file(path, b"two")
+    assert await sandbox.read_file(path) == b"two"
+    assert (await sandbox.exec(["cat", path])).stdout == "two"
+
+
+async def test_unicode_paths(sandbox: Sandbox) -> None:
+    path = _unique("ünïcödé 文件 ✓.txt")
+    await sandbox.write_file(path, "grüße\n".encode())
+    assert (await sandbox.read_file(path)).decode() == "grüße\n"
+    listed = await sandbox.exec(["ls", "/tmp"])
+    assert Path(path).name in listed.stdout
+
+
+async def test_file_modes(sandbox: Sandbox) -> None:
+    script = _unique("run.sh")
+    await sandbox.write_file(script, b"#!/bin/sh\necho ran\n", mode=0o755)
+    assert (await sandbox.exec([script])).stdout == "ran\n"
+    private = _unique("private")
+    await sandbox.write_file(private, b"secret", mode=0o600)
+    assert (await sandbox.exec(["stat", "-c", "%a", private])).stdout.strip() == "600"
+
+
+async def test_permission_denied_without_capabilities(sandbox: Sandbox) -> None:
+    # Even root cannot read a mode-000 file once CAP_DAC_OVERRIDE is dropped.
+    locked = _unique("locked")
+    await sandbox.write_file(locked, b"x", mode=0o000)
+    with pytest.raises(PermissionError):
+        await sandbox.read_file(locked)
+
+
+async def test_read_errors(sandbox: Sandbox) -> None:
+    with pytest.raises(FileNotFoundError):
+        await sandbox.read_file("/no/such/file")
+    with pytest.raises(IsADirectoryError):
+        await sandbox.read_file("/tmp")
+
+
+async def test_upload_folder_and_download_tar(sandbox: Sandbox, tmp_path: Path) -> None:
+    (tmp_path / "pkg" / "sub").mkdir(parents=True)
+    (tmp_path / "pkg" / "a.txt").write_text("alpha")
+    (tmp_path / "pkg" / "sub" / "b.bin").write_bytes(b"\x00\x01beta")
+    dest = _unique("uploaded")
+    await sandbox.upload(tmp_path / "pkg", dest)
+    assert (await sandbox.exec(["cat", f"{dest}/a.txt"])).stdout == "alpha"
+    assert await sandbox.read_file(f"{dest}/sub/b.bin") == b"\x00\x01beta"
+
+    base = Path(dest).name
+    with tarfile.open(fileobj=io.BytesIO(await sandbox.download(dest))) as archive:
+        assert {f"{base}/a.txt", f"{base}/sub/b.bin"} <= set(archive.getnames())
+        member = archive.extractfile(f"{base}/sub/b.bin")
+        assert member is not None and member.read() == b"\x00\x01beta"
+    with pytest.raises(FileNotFoundError):
+        await sandbox.download("/no/such/path")
+
+
+async def test_closed_sandbox_refuses_every_call(make_sandbox: MakeSandbox) -> None:
+    box = await make_sandbox()
+    assert (await box.exec("true")).exit_code == 0
+    await box.close()
+    await box.close()  # idempotent
+    with pytest.raises(SandboxClosed):
+        await box.exec("true")
+    with pytest.raises(SandboxClosed):
+        await box.read_file("/etc/hostname")
+    with pytest.raises(SandboxClosed):
+        await box.write_file("/tmp/x", b"")
+    with pytest.raises(SandboxClosed):
+        await box.pause()
+    with pytest.raises(SandboxClosed):
+        await box.snapshot()

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Prepare this machine for agentenv, doing only what is missing (quiet when all is in place):
+#   1. a virtualenv in .venv with agentenv and its dev tools;
+#   2. a Docker engine that answers: installs Debian's docker.io and starts dockerd as root
+#      where needed (agentenv/sandbox/engine.sh) — a machine that has Docker is left alone;
+#   3. the offline base image agentenv/base:bookworm, built from Debian packages.
+# Same as `agentenv doctor --fix` once the package is installed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+python=${PYTHON:-python3}
+stamp=.venv/.agentenv-installed
+if [ ! -x .venv/bin/agentenv ] || [ pyproject.toml -nt "$stamp" ]; then
+  echo "agentenv setup: installing agentenv into .venv" >&2
+  "$python" -m venv .venv
+  .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev]'
+  touch "$stamp"
+fi
+exec .venv/bin/agentenv doctor --fix --quiet

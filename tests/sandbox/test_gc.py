@@ -1,0 +1,100 @@
+"""A runner killed with SIGKILL leaves labelled containers and snapshots; `agentenv gc`
+removes exactly those, and nothing without our labels or with a live owner."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import docker.errors
+import pytest
+
+from agentenv.sandbox import connect
+from agentenv.sandbox.labels import RUN, labels_for, stale_reason
+
+LEAKER = textwrap.dedent(
+    """
+    import json, anyio
+    from agentenv.sandbox import DockerSandbox
+
+    async def main():
+        boxes = [await DockerSandbox.create() for _ in range(2)]
+        snap = await boxes[0].snapshot()
+        print(json.dumps({"containers": [b.id for b in boxes], "image": snap.image_id}), flush=True)
+        await anyio.sleep(600)
+
+    anyio.run(main)
+    """
+)
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "agentenv", *args], capture_output=True, text=True)
+
+
+def test_gc_removes_what_a_killed_runner_left_and_nothing_else() -> None:
+    engine = connect()
+    run = f"leak-{os.getpid()}"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", LEAKER],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "AGENTENV_RUN_ID": run},
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    assert line, proc.stderr.read() if proc.stderr else ""
+    leaked = json.loads(line)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+
+    # Still there after the kill: nothing cleaned up after a SIGKILL.
+    for cid in leaked["containers"]:
+        assert engine.api.inspect_container(cid)["State"]["Running"]
+    stranger = engine.api.create_container(
+        "agentenv/base:bookworm", ["sleep", "300"], labels={"other": "app"}
+    )
+    engine.api.start(stranger["Id"])
+    try:
+        listed = _cli("sandbox", "ls", "--json")
+        assert listed.returncode == 0, listed.stderr
+        rows = {row["id"]: row for row in map(json.loads, listed.stdout.splitlines())}
+        for cid in leaked["containers"]:
+            assert rows[cid]["stale"] == "owner gone"
+        assert rows[leaked["image"]]["kind"] == "snapshot"
+        assert stranger["Id"] not in rows
+
+        dry = _cli("gc", "--dry-run", "--json")
+        assert dry.returncode == 0, dry.stderr
+        doomed = {json.loads(line)["id"] for line in dry.stdout.splitlines()}
+        assert set(leaked["containers"]) | {leaked["image"]} <= doomed
+        assert engine.api.inspect_container(leaked["containers"][0])  # dry run removed nothing
+
+        done = _cli("gc")
+        assert done.returncode == 0, done.stderr
+        for cid in leaked["containers"]:
+            with pytest.raises(docker.errors.NotFound):
+                engine.api.inspect_container(cid)
+        with pytest.raises(docker.errors.ImageNotFound):
+            engine.api.inspect_image(leaked["image"])
+        assert engine.api.inspect_container(stranger["Id"])["State"]["Running"]
+        assert engine.api.containers(all=True, filters={"label": f"{RUN}={run}"}) == []
+    finally:
+        engine.api.remove_container(stranger["Id"], force=True)
+
+
+def test_live_owner_is_kept_and_expiry_is_honoured() -> None:
+    mine = labels_for("sandbox", ttl_s=3600)
+    assert stale_reason(mine) is None
+    assert stale_reason(mine, now=float(mine["agentenv.expires"]) + 1) == "expired"
+    dead = {**mine, "agentenv.owner": mine["agentenv.owner"].rsplit(":", 2)[0] + ":999999999:1"}
+    assert stale_reason(dead) == "owner gone"
+    reused = {**mine, "agentenv.owner": mine["agentenv.owner"].rsplit(":", 1)[0] + ":1"}
+    assert stale_reason(reused) == "owner gone"  # same pid, another process: pid was reused
+    elsewhere = {**mine, "agentenv.owner": "another-host:1:1"}
+    assert stale_reason(elsewhere) is None  # cannot tell: only the expiry applies

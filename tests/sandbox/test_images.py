@@ -1,0 +1,78 @@
+"""Image resolution without a registry, the offline base image's apt mirror, and the
+fallback exec path on an image without python3."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agentenv.sandbox import DockerSandbox, ImageUnavailable, SandboxError, SandboxSpec, get_engine
+from agentenv.sandbox.images import (
+    BASE_IMAGE,
+    BASE_PACKAGES,
+    PACKAGES_LABEL,
+    apt_mirror,
+    packages_digest,
+    resolve_image,
+)
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_image_without_python_falls_back_to_docker_exec(no_python_image: str) -> None:
+    async with await DockerSandbox.create(SandboxSpec(image=no_python_image)) as box:
+        assert box.exec_mode == "docker-exec"
+        assert (await box.exec("command -v python3 || echo none")).stdout == "none\n"
+        await box.write_file("/workspace/x.txt", b"via docker exec")
+        assert await box.read_file("/workspace/x.txt") == b"via docker exec"
+
+
+async def test_failing_dockerfile_reports_the_build_error(tmp_path: Path) -> None:
+    (tmp_path / "Dockerfile").write_text(f"FROM {BASE_IMAGE}\nRUN echo about-to-fail && exit 7\n")
+    engine = await get_engine()
+    with pytest.raises(ImageUnavailable) as info:
+        await resolve_image(engine, "agentenv-test/broken:1", tmp_path / "Dockerfile")
+    assert "agentenv-test/broken:1" in str(info.value)
+    assert "about-to-fail" in str(info.value)
+
+
+async def test_missing_dockerfile_is_named(tmp_path: Path) -> None:
+    engine = await get_engine()
+    with pytest.raises(ImageUnavailable, match="does not exist"):
+        await resolve_image(engine, "agentenv-test/absent:1", tmp_path / "Dockerfile")
+
+
+async def test_base_image_has_what_tasks_need() -> None:
+    engine = await get_engine()
+    info = await engine.run(engine.api.inspect_image, BASE_IMAGE)
+    assert info["Config"]["Labels"][PACKAGES_LABEL] == packages_digest(BASE_PACKAGES)
+    async with await DockerSandbox.create() as box:
+        tools = await box.exec(
+            "for t in bash python3 git ps tini update-ca-certificates;"
+            " do command -v $t >/dev/null || echo missing $t; done"
+        )
+        assert tools.stdout == ""
+
+
+def test_apt_mirror_reads_both_source_formats(tmp_path: Path) -> None:
+    apt = tmp_path / "etc/apt"
+    (apt / "sources.list.d").mkdir(parents=True)
+    (apt / "sources.list").write_text(
+        "# comment\n"
+        "deb [arch=amd64] http://security.example/debian-security bookworm-security main\n"
+    )
+    (apt / "sources.list.d/debian.sources").write_text(
+        "Types: deb\nURIs: http://mirror.example/debian-security\nSuites: bookworm-security\n\n"
+        "Types: deb deb-src\n# a comment\nURIs: http://mirror.example/debian/\n"
+        "Suites: bookworm bookworm-updates\nComponents: main\n"
+    )
+    assert apt_mirror("bookworm", root=tmp_path) == "http://mirror.example/debian"
+    (apt / "sources.list").write_text("deb http://old.example/debian bookworm main\n")
+    assert apt_mirror("bookworm", root=tmp_path) == "http://old.example/debian"
+
+
+def test_apt_mirror_missing_says_what_to_do(tmp_path: Path) -> None:
+    (tmp_path / "etc/apt").mkdir(parents=True)
+    with pytest.raises(SandboxError, match="--mirror"):
+        apt_mirror("bookworm", root=tmp_path)

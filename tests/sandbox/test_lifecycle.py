@@ -1,0 +1,196 @@
+"""Creation, removal on cancellation and interrupt, dead containers, and the warm pool."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import anyio
+import docker.errors
+import pytest
+
+from agentenv.sandbox import (
+    DockerSandbox,
+    SandboxError,
+    SandboxPool,
+    SandboxSpec,
+    SandboxUnavailable,
+    connect,
+    get_engine,
+    sandbox,
+)
+from agentenv.sandbox.labels import RUN
+
+pytestmark = pytest.mark.anyio
+
+
+async def _exists(container_id: str) -> bool:
+    engine = await get_engine()
+    try:
+        await engine.run(engine.api.inspect_container, container_id)
+        return True
+    except docker.errors.NotFound:
+        return False
+
+
+async def test_context_manager_removes_container() -> None:
+    async with sandbox() as box:
+        assert await _exists(box.id)
+    assert not await _exists(box.id)
+
+
+async def test_cancellation_removes_container() -> None:
+    ids: list[str] = []
+    with anyio.move_on_after(1.5):
+        async with sandbox() as box:
+            ids.append(box.id)
+            await box.exec("sleep 30", timeout=60)
+    assert ids and not await _exists(ids[0])
+
+
+async def test_cancelled_command_leaves_nothing_running() -> None:
+    async with sandbox() as box:
+        with anyio.move_on_after(0.5):
+            await box.exec("sleep 123", timeout=60)
+        await anyio.sleep(0.3)
+        left = await box.exec("ps -eo args | grep -c '^sleep 123' || true")
+        assert left.stdout.strip() == "0"
+        assert (await box.exec("echo ok")).stdout == "ok\n"
+
+
+def test_ctrl_c_removes_the_sandbox() -> None:
+    run = f"ctrlc-{os.getpid()}"
+    script = textwrap.dedent(
+        """
+        import anyio
+        from agentenv.sandbox import sandbox
+
+        async def main():
+            async with sandbox() as box:
+                print(box.id, flush=True)
+                await anyio.sleep(60)
+
+        anyio.run(main)
+        """
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "AGENTENV_RUN_ID": run},
+    )
+    assert proc.stdout is not None
+    container_id = proc.stdout.readline().strip()
+    assert container_id, proc.stderr.read() if proc.stderr else ""
+    proc.send_signal(signal.SIGINT)
+    proc.wait(timeout=60)
+    engine = connect()
+    assert engine.api.containers(all=True, filters={"label": f"{RUN}={run}"}) == []
+
+
+@pytest.mark.parametrize("exec_path", ["fast", "docker-exec"])
+async def test_killed_container_is_reported_not_hung(exec_path: str) -> None:
+    engine = await get_engine()
+    async with await DockerSandbox.create(SandboxSpec(executor=exec_path)) as box:  # type: ignore[arg-type]
+        await engine.run(engine.api.kill, box.id)
+        with anyio.fail_after(30), pytest.raises(SandboxUnavailable, match="stopped"):
+            await box.exec("echo hi")
+        with anyio.fail_after(30), pytest.raises(SandboxUnavailable):
+            await box.pause()
+
+
+async def test_container_dying_during_a_command_is_reported() -> None:
+    engine = await get_engine()
+    async with await DockerSandbox.create() as box, anyio.create_task_group() as tg:
+
+        async def kill_soon() -> None:
+            await anyio.sleep(0.5)
+            await engine.run(engine.api.kill, box.id)
+
+        tg.start_soon(kill_soon)
+        with anyio.fail_after(30), pytest.raises(SandboxUnavailable):
+            await box.exec("sleep 60", timeout=120)
+
+
+async def test_removed_container_is_reported() -> None:
+    engine = await get_engine()
+    box = await DockerSandbox.create()
+    await engine.run(engine.api.remove_container, box.id, force=True)
+    with anyio.fail_after(30), pytest.raises(SandboxUnavailable, match="removed"):
+        await box.exec("true")
+    await box.close()
+
+
+async def test_oom_kill_of_the_whole_sandbox_is_reported() -> None:
+    # A tiny limit: the executor itself is the victim, so the sandbox is gone for good.
+    engine = await get_engine()
+    async with await DockerSandbox.create(SandboxSpec(memory="64m")) as box:
+        await box.exec(
+            "python3 -c 'import time; b = bytearray(40 << 20); time.sleep(300)' >/dev/null 2>&1 &"
+        )
+        result = None
+        try:
+            with anyio.fail_after(60):
+                result = await box.exec("python3 -c 'b = bytearray(200 << 20)'", timeout=30)
+        except SandboxUnavailable:
+            result = None
+        if result is not None:
+            assert result.exit_code == 137 and result.oom_killed
+        info = await engine.run(engine.api.inspect_container, box.id)
+        assert info["State"]["Running"] or info["State"]["OOMKilled"]
+
+
+async def test_pool_keeps_paused_sandboxes_and_refills() -> None:
+    engine = await get_engine()
+    spec = SandboxSpec(labels={"test.pool": "yes"})
+    async with SandboxPool(spec, size=2) as pool:
+        with anyio.fail_after(60):
+            while pool.ready < 2:
+                await anyio.sleep(0.05)
+        ours = await engine.run(engine.api.containers, filters={"label": "test.pool=yes"})
+        assert len(ours) == 2
+        assert all(c["State"] == "paused" for c in ours)
+
+        box = await pool.acquire()
+        try:
+            assert not box.paused
+            assert (await box.exec("echo warm")).stdout == "warm\n"
+            with anyio.fail_after(60):
+                while pool.ready < 2:  # refilled in the background
+                    await anyio.sleep(0.05)
+        finally:
+            await box.close()
+    # Leaving the pool removes the sandboxes nobody acquired.
+    left = await engine.run(engine.api.containers, all=True, filters={"label": "test.pool=yes"})
+    assert left == []
+
+
+async def test_pool_skips_a_dead_sandbox() -> None:
+    engine = await get_engine()
+    async with SandboxPool(SandboxSpec(), size=2) as pool:
+        with anyio.fail_after(60):
+            while pool.ready < 2:
+                await anyio.sleep(0.05)
+        victims = await engine.run(
+            engine.api.containers,
+            filters={"label": f"{RUN}={os.environ['AGENTENV_RUN_ID']}", "status": "paused"},
+        )
+        await engine.run(engine.api.remove_container, victims[0]["Id"], force=True)
+        box = await pool.acquire()
+        box2 = await pool.acquire()
+        try:
+            assert (await box.exec("echo a")).ok and (await box2.exec("echo b")).ok
+        finally:
+            await box.close()
+            await box2.close()
+
+
+async def test_killed_executor_is_replaced() -> None:
+    async with await DockerSandbox.create(SandboxSpec(executor="fast")) as box:
+        with pytest.raises(SandboxError, match="executor died"):
+            await box.exec("pkill -KILL -f agentenv-executor; sleep 5", timeout=30)
+        assert (await box.exec("echo recovered")).stdout == "recovered\n"

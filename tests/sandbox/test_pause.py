@@ -1,0 +1,67 @@
+"""Pausing freezes a sandbox: its CPU counter stops while paused and moves again after."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import anyio
+import pytest
+
+from agentenv.sandbox import DockerSandbox, SandboxPaused
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(scope="module")
+async def busy() -> AsyncIterator[DockerSandbox]:
+    async with await DockerSandbox.create() as box:
+        await box.exec("nohup sh -c 'while :; do :; done' >/dev/null 2>&1 &")
+        yield box
+
+
+async def _cpu_over(box: DockerSandbox, seconds: float) -> int:
+    before = await box.cpu_usage_ns()
+    await anyio.sleep(seconds)
+    return await box.cpu_usage_ns() - before
+
+
+async def test_paused_busy_loop_uses_no_cpu_and_resumes(busy: DockerSandbox) -> None:
+    running = await _cpu_over(busy, 0.5)
+    assert running > 100_000_000  # the loop really spins: >0.1 s of CPU in 0.5 s
+
+    await busy.pause()
+    assert busy.paused
+    paused = await _cpu_over(busy, 1.0)
+    assert paused == 0
+
+    await busy.resume()
+    assert not busy.paused
+    assert await _cpu_over(busy, 0.5) > 100_000_000
+
+
+async def test_commands_refused_while_paused(busy: DockerSandbox) -> None:
+    await busy.pause()
+    await busy.pause()  # idempotent
+    try:
+        with pytest.raises(SandboxPaused, match="resume"):
+            await busy.exec("true")
+        with pytest.raises(SandboxPaused):
+            await busy.read_file("/etc/hostname")
+    finally:
+        await busy.resume()
+    await busy.resume()  # idempotent
+    assert (await busy.exec("echo back")).stdout == "back\n"
+
+
+async def test_engine_reports_paused_state(busy: DockerSandbox) -> None:
+    from agentenv.sandbox import get_engine
+
+    engine = await get_engine()
+    await busy.pause()
+    try:
+        state = (await engine.run(engine.api.inspect_container, busy.id))["State"]
+        assert state["Paused"] is True
+    finally:
+        await busy.resume()
+    state = (await engine.run(engine.api.inspect_container, busy.id))["State"]
+    assert state["Paused"] is False and state["Running"] is True

@@ -1,0 +1,122 @@
+"""The security defaults hold inside a real container."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+
+import anyio
+import pytest
+
+from agentenv.sandbox import DockerSandbox, SandboxSpec, get_engine
+from agentenv.sandbox.labels import EXPIRES, KIND, OWNER, RUN
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(scope="module")
+async def box() -> AsyncIterator[DockerSandbox]:
+    async with await DockerSandbox.create() as sandbox:
+        yield sandbox
+
+
+async def test_no_network_route_out(box: DockerSandbox) -> None:
+    routes = await box.exec("tail -n +2 /proc/net/route")
+    assert routes.stdout.strip() == ""
+    interfaces = await box.exec("ls /sys/class/net")
+    assert interfaces.stdout.split() == ["lo"]
+    probe = await box.exec(
+        "python3 -c \"import socket; socket.create_connection(('1.1.1.1', 53), timeout=3)\"",
+        timeout=20,
+    )
+    assert probe.exit_code != 0
+    assert "unreachable" in probe.stderr.lower()
+
+
+async def test_no_docker_socket(box: DockerSandbox) -> None:
+    result = await box.exec(
+        "ls /var/run/docker.sock /run/docker.sock 2>&1;"
+        " find / -name docker.sock -not -path '/proc/*' 2>/dev/null"
+    )
+    assert "No such file" in result.stdout
+    assert "docker.sock\n" not in result.stdout.replace("No such file", "")
+
+
+async def test_no_capabilities_and_no_new_privileges(box: DockerSandbox) -> None:
+    status = (
+        await box.exec("grep -E '^(CapEff|CapPrm|CapBnd|NoNewPrivs)' /proc/self/status")
+    ).stdout
+    fields = dict(line.split(":\t") for line in status.strip().splitlines())
+    assert fields["CapEff"] == fields["CapPrm"] == fields["CapBnd"] == "0000000000000000"
+    assert fields["NoNewPrivs"] == "1"
+    # root without CAP_CHOWN cannot give files away
+    assert (await box.exec("touch /tmp/f && chown nobody /tmp/f")).exit_code != 0
+
+
+async def test_added_capability_is_the_only_one() -> None:
+    async with await DockerSandbox.create(SandboxSpec(cap_add=("CHOWN",))) as sandbox:
+        assert (await sandbox.exec("touch /tmp/f && chown nobody /tmp/f")).exit_code == 0
+        eff = (await sandbox.exec("grep CapEff /proc/self/status")).stdout.split()[1]
+        assert int(eff, 16) == 1 << 0  # CAP_CHOWN is bit 0
+
+
+async def test_init_is_pid_1_and_reaps_orphans(box: DockerSandbox) -> None:
+    assert (await box.exec("cat /proc/1/comm")).stdout.strip() in {"docker-init", "tini"}
+    # The orphan's parent exits at once; if nobody reaped it, it would stay a zombie.
+    await box.exec("sh -c 'sleep 0.2 &' ; sleep 0.6")
+    zombies = await box.exec("ps -eo stat,args | awk '$1 ~ /^Z/' ")
+    assert zombies.stdout.strip() == ""
+
+
+async def test_limits_and_labels_are_set(box: DockerSandbox) -> None:
+    engine = await get_engine()
+    info = await engine.run(engine.api.inspect_container, box.id)
+    host = info["HostConfig"]
+    assert host["NetworkMode"] == "none"
+    assert host["CapDrop"] == ["ALL"]
+    assert host["SecurityOpt"] == ["no-new-privileges"]
+    assert host["PidsLimit"] == box.spec.pids_limit
+    assert host["Memory"] == box.spec.memory
+    assert host["NanoCpus"] == int(box.spec.cpus * 1e9)
+    assert host["Init"] is True
+    assert not host.get("Binds") and not info.get("Mounts")
+    labels = info["Config"]["Labels"]
+    assert labels[KIND] == "sandbox" and labels[RUN] and labels[OWNER] and labels[EXPIRES]
+
+
+async def test_fork_bomb_is_contained_and_sandbox_still_closes() -> None:
+    sandbox = await DockerSandbox.create(SandboxSpec(pids_limit=64))
+    try:
+        bomb = await sandbox.exec("b() { b | b & }; b", timeout=5)
+        assert bomb.exit_code is not None
+        # The engine host is fine and the sandbox still answers (or at worst says why not).
+        procs = await sandbox.exec("ps -e --no-headers | wc -l", timeout=20)
+        assert procs.exit_code == 0 or "fork" in procs.stderr
+        assert int(procs.stdout.strip() or 0) <= 64
+    finally:
+        await sandbox.close()
+    engine = await get_engine()
+    import docker.errors
+
+    with pytest.raises(docker.errors.NotFound):
+        await engine.run(engine.api.inspect_container, sandbox.id)
+
+
+async def test_memory_hog_is_oom_killed_and_reported() -> None:
+    async with await DockerSandbox.create(SandboxSpec(memory="128m")) as sandbox:
+        hog = await sandbox.exec("python3 -c 'b = bytearray(1 << 30); print(len(b))'", timeout=60)
+        assert hog.exit_code == 137
+        assert hog.oom_killed
+        assert "1073741824" not in hog.stdout
+        # Only the hog died: the sandbox goes on.
+        assert (await sandbox.exec("echo alive")).stdout == "alive\n"
+
+
+async def test_cpu_limit_is_enforced() -> None:
+    async with await DockerSandbox.create(SandboxSpec(cpus=0.5)) as sandbox:
+        await sandbox.exec("nohup sh -c 'while :; do :; done' >/dev/null 2>&1 &")
+        before, start = await sandbox.cpu_usage_ns(), time.monotonic()
+        await anyio.sleep(1.0)
+        used = await sandbox.cpu_usage_ns() - before
+        elapsed_ns = (time.monotonic() - start) * 1e9
+        assert used / elapsed_ns < 0.75  # unlimited, the loop would take a whole core
