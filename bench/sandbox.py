@@ -31,7 +31,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager, suppress
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import anyio
 import docker
@@ -44,16 +44,17 @@ from agentenv.log import configure
 from agentenv.sandbox import (
     DockerSandbox,
     Engine,
+    SandboxClosed,
+    SandboxError,
     SandboxPool,
     SandboxSpec,
+    SandboxUnavailable,
     Snapshot,
     fork,
     get_engine,
     remove_snapshot,
     sandbox,
 )
-
-T = TypeVar("T")
 
 IMAGE = "agentenv/base:bookworm"
 BENCH_LABEL = "agentenv-bench.run"
@@ -180,6 +181,7 @@ class Report:
 
     rows: list[Row] = field(default_factory=list)
     details: dict[str, Any] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
 
 
 def p50(samples: list[float]) -> float:
@@ -535,7 +537,7 @@ async def bench_cpu(report: Report) -> None:
     }
     report.rows.append(
         relative_row(
-            f"CPU of a busy loop, paused {paused_s:.1f} s vs running {running_s:.1f} s",
+            "CPU of a busy loop over ~1 s: paused vs running",
             "ms",
             paused / 1e6,
             running / 1e6,
@@ -580,11 +582,27 @@ async def stats_total(engine: Engine, boxes: list[DockerSandbox]) -> int:
     return sum(totals)
 
 
-async def create_paused(boxes: list[DockerSandbox]) -> None:
+async def pause_retrying(box: DockerSandbox, failures: list[str], attempts: int = 5) -> None:
+    """Pause, retrying a failed freeze (cgroup v1's freezer can fail under load: "OCI
+    runtime pause failed: unable to freeze"); each failure is recorded in ``failures``."""
+    for attempt in range(1, attempts + 1):
+        try:
+            await box.pause()
+            return
+        except (SandboxClosed, SandboxUnavailable):
+            raise
+        except SandboxError as e:
+            failures.append(str(e))
+            if attempt == attempts:
+                raise
+            await anyio.sleep(0.1 * attempt)
+
+
+async def create_paused(boxes: list[DockerSandbox], failures: list[str]) -> None:
     """Create one sandbox and pause it."""
     box = await DockerSandbox.create(spec())
     boxes.append(box)
-    await box.pause()
+    await pause_retrying(box, failures)
 
 
 async def bench_hold(cfg: Config, engine: Engine, report: Report) -> None:
@@ -592,12 +610,13 @@ async def bench_hold(cfg: Config, engine: Engine, report: Report) -> None:
     n = cfg.hold
     step(f"holding {n} paused sandboxes (created concurrently, creation paced by the engine)")
     boxes: list[DockerSandbox] = []
+    failures: list[str] = []
     before = mem_available()
     try:
         started = time.perf_counter()
         async with anyio.create_task_group() as tg:
             for _ in range(n):
-                tg.start_soon(create_paused, boxes)
+                tg.start_soon(create_paused, boxes, failures)
         create_s = time.perf_counter() - started
         step(f"  {len(boxes)} paused after {create_s:.1f} s; letting memory settle")
         await anyio.sleep(3)
@@ -620,10 +639,12 @@ async def bench_hold(cfg: Config, engine: Engine, report: Report) -> None:
         "mb_per_sandbox_host": per_box / 1e6,
         "mb_per_sandbox_docker_stats": stats_sum / n / 1e6,
         "est_capacity_24gib": capacity,
+        "pause_failures_retried": failures,
     }
     mb = per_box / (1 << 20)
     report.rows += [
         plain_row("paused sandboxes held at once", "", held, f"= {n}", held == n),
+        plain_row("  pause failures (retried)", "", len(failures), "0", not failures),
         plain_row(f"create + pause {n} concurrently", "s", create_s),
         plain_row("  per sandbox (wall / n)", "ms", create_s / n * 1e3),
         plain_row("host memory per paused sandbox", "MiB", mb, "~8 MiB (DESIGN)"),
@@ -785,6 +806,7 @@ def write_json(path: Path, cfg: Config, report: Report) -> None:
         "run_id": RUN_ID,
         "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(cfg).items()},
         "rows": [asdict(row) for row in report.rows],
+        "errors": report.errors,
         "details": report.details,
     }
     path.write_text(json.dumps(payload, indent=2) + "\n")
@@ -803,20 +825,39 @@ def cleanup_on_exit(raw_ids: set[str]) -> Iterator[None]:
         sweep(raw_ids)
 
 
+def describe(error: BaseException) -> str:
+    """An error as one line per leaf exception (task groups wrap them in groups)."""
+    if isinstance(error, BaseExceptionGroup):
+        return "; ".join(describe(inner) for inner in error.exceptions)
+    return f"{type(error).__name__}: {error}"
+
+
 async def run_all(cfg: Config, raw_ids: set[str]) -> Report:
-    """Every benchmark, in order."""
+    """Every benchmark, in order; one that fails is reported and the others still run."""
     engine = await get_engine()
     raw = RawContainers(engine.client)
     raw.ids = raw_ids  # shared, so that the final sweep knows them even after a crash
     report = Report()
     report.details["host"] = await anyio.to_thread.run_sync(host_info, engine)
-    step(f"run {RUN_ID} on {report.details['host']}")
-    await bench_exec(cfg, raw, report)
-    await bench_create(cfg, raw, report)
-    await bench_pause(cfg, raw, report)
-    await bench_cpu(report)
-    await bench_hold(cfg, engine, report)
-    await bench_fork(report)
+    host = report.details["host"]
+    step(
+        f"run {RUN_ID}: {host['cpus']} CPUs, {host['mem_total_gib']} GiB, kernel {host['kernel']}, "
+        f"Docker {host['docker']} (API {host['api']}), Python {host['python']}"
+    )
+    sections: list[tuple[str, Callable[[], Awaitable[None]]]] = [
+        ("exec", lambda: bench_exec(cfg, raw, report)),
+        ("create", lambda: bench_create(cfg, raw, report)),
+        ("pause", lambda: bench_pause(cfg, raw, report)),
+        ("cpu", lambda: bench_cpu(report)),
+        ("hold", lambda: bench_hold(cfg, engine, report)),
+        ("fork", lambda: bench_fork(report)),
+    ]
+    for name, run in sections:
+        try:
+            await run()
+        except Exception as e:
+            report.errors.append(f"{name}: {describe(e)}")
+            console.print(f"[red]{name} failed: {describe(e)}[/red]")
     return report
 
 
@@ -826,14 +867,20 @@ def main(argv: list[str] | None = None) -> int:
     configure("warning")
     raw_ids: set[str] = set()
     started = time.perf_counter()
-    with cleanup_on_exit(raw_ids):
-        report = anyio.run(run_all, cfg, raw_ids)
+    try:
+        with cleanup_on_exit(raw_ids):
+            report = anyio.run(run_all, cfg, raw_ids)
+    except KeyboardInterrupt:
+        console.print(f"[yellow]interrupted; everything run {RUN_ID} created is removed[/yellow]")
+        return 130
     report.details["total_s"] = time.perf_counter() - started
     print_table(report)
     console.print(f"total {report.details['total_s']:.0f} s")
+    for error in report.errors:
+        console.print(f"[red]FAILED {error}[/red]")
     if cfg.json_path is not None:
         write_json(cfg.json_path, cfg, report)
-    return 0
+    return 1 if report.errors else 0
 
 
 if __name__ == "__main__":

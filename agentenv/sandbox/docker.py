@@ -23,7 +23,7 @@ import anyio
 import docker.errors
 import structlog
 
-from agentenv.sandbox import docker_exec
+from agentenv.sandbox import cgroup, docker_exec
 from agentenv.sandbox.channel import ExecutorChannel, ExecutorGone
 from agentenv.sandbox.engine import Engine, get_engine
 from agentenv.sandbox.errors import (
@@ -46,6 +46,7 @@ _KEEPALIVE = ["/bin/sh", "-c", "trap 'exit 0' TERM; while :; do sleep 3600 & wai
 # How long past a command's own timeout we wait for the executor before suspecting it.
 _EXEC_GRACE_S = 15.0
 _MAX_IDLE_CHANNELS = 4
+_PAUSE_ATTEMPTS = 6
 
 
 class DockerSandbox:
@@ -79,9 +80,13 @@ class DockerSandbox:
             # Shielded: a cancellation between create and return would leak the container.
             async with engine.creations:
                 container_id = await _create_container(engine, spec, image)
-            box = cls(engine, container_id, spec, image)
+                box = cls(engine, container_id, spec, image)
+                try:
+                    await engine.run(engine.api.start, container_id)
+                except BaseException:
+                    await box.close()
+                    raise
             try:
-                await engine.run(engine.api.start, container_id)
                 await box._start_executor()
             except BaseException:
                 await box.close()
@@ -220,12 +225,14 @@ class DockerSandbox:
 
     async def _unavailable(self, cause: BaseException) -> SandboxError:
         """The error for a failed call: :class:`SandboxClosed` if we closed it, else
-        :class:`SandboxUnavailable` saying what happened to the container."""
+        :class:`SandboxUnavailable` saying what happened to the container, else (it is
+        alive) a :class:`SandboxError` carrying the cause."""
         if self._closed:
             return SandboxClosed(f"sandbox {self.id[:12]} was closed")
-        # The executor's stream can end a moment before the engine records the container
-        # as stopped: look again for a little while before blaming the executor alone.
-        for _ in range(20):
+        # An executor's stream can end a moment before the engine records the container as
+        # stopped: then look again for a little while before blaming the executor alone.
+        looks = 20 if isinstance(cause, ExecutorGone) else 1
+        for look in range(looks):
             try:
                 info = await self._engine.run(self._engine.api.inspect_container, self.id)
             except docker.errors.NotFound:
@@ -243,13 +250,15 @@ class DockerSandbox:
                 )
             if state.get("Paused") and not self._paused:
                 return SandboxUnavailable(f"sandbox {self.id[:12]} was paused by someone else")
-            await anyio.sleep(0.1)
-        # Still running: the executor alone died (killed by a command, or OOM-killed). The
-        # next call starts a new one.
-        return SandboxError(
-            f"sandbox {self.id[:12]}: the command's executor died ({type(cause).__name__}: "
-            f"{cause}); the sandbox is still running"
-        )
+            if look + 1 < looks:
+                await anyio.sleep(0.1)
+        if isinstance(cause, ExecutorGone):
+            # Killed by a command, or OOM-killed; the next call starts a new executor.
+            return SandboxError(
+                f"sandbox {self.id[:12]}: the command's executor died ({cause}); "
+                "the sandbox is still running"
+            )
+        return SandboxError(f"sandbox {self.id[:12]}: {_describe(cause)}")
 
     # -- files -----------------------------------------------------------------------------
 
@@ -332,10 +341,17 @@ class DockerSandbox:
             raise SandboxClosed(f"sandbox {self.id[:12]} is closed")
         if self._paused:
             return
-        try:
-            await self._engine.run(self._engine.api.pause, self.id)
-        except docker.errors.APIError as e:
-            raise await self._unavailable(e) from e
+        for attempt in range(_PAUSE_ATTEMPTS):
+            try:
+                await self._engine.run(self._engine.api.pause, self.id)
+                break
+            except docker.errors.APIError as e:
+                # runc's cgroup-v1 freezer sometimes gives up while a sandbox's processes
+                # are still starting ("unable to freeze", runc#2753); a retry succeeds.
+                if "unable to freeze" not in str(e) or attempt + 1 == _PAUSE_ATTEMPTS:
+                    raise await self._unavailable(e) from e
+                log.debug("sandbox.pause_retry", id=self.id[:12], attempt=attempt + 1)
+                await anyio.sleep(0.01 * 2**attempt)
         self._paused = True
 
     async def resume(self) -> None:
@@ -354,6 +370,11 @@ class DockerSandbox:
         """CPU time used by everything in the sandbox so far (the cgroup's counter), in ns."""
         if self._closed:
             raise SandboxClosed(f"sandbox {self.id[:12]} is closed")
+        # The cgroup's own counter when the engine is local: exact at the moment of the call.
+        # Docker's stats API answers only at its next once-a-second sample.
+        usage = cgroup.cpu_usage_ns(self.id)
+        if usage is not None:
+            return usage
         try:
             stats = await self._engine.run(
                 self._engine.api.stats, self.id, stream=False, one_shot=True
@@ -411,6 +432,12 @@ async def _create_container(engine: Engine, spec: SandboxSpec, image: str) -> st
     except docker.errors.APIError as e:
         raise SandboxError(f"cannot create a sandbox from {image!r}: {e.explanation or e}") from e
     return str(created["Id"])
+
+
+def _describe(e: BaseException) -> str:
+    if isinstance(e, docker.errors.APIError) and e.explanation:
+        return str(e.explanation)
+    return f"{type(e).__name__}: {e}"
 
 
 def _raise_file_error(result: ExecResult, path: str, codes: dict[int, type[OSError]]) -> None:

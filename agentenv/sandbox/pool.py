@@ -49,11 +49,19 @@ class SandboxPool:
     ) -> None:
         assert self._tg is not None
         self._tg.cancel_scope.cancel()
-        await self._tg.__aexit__(et, e, tb)
-        with anyio.CancelScope(shield=True):
-            self._send.close()
-            async for box in self._receive:
-                await box.close()
+        try:
+            if isinstance(e, Exception):
+                # The body's own error: let it out as it is, not wrapped in an ExceptionGroup
+                # (the fill tasks never fail; they are only cancelled here).
+                await self._tg.__aexit__(None, None, None)
+            else:
+                await self._tg.__aexit__(et, e, tb)
+        finally:
+            # Whatever happened in the body, no pooled sandbox outlives the pool.
+            with anyio.CancelScope(shield=True):
+                self._send.close()
+                async for box in self._receive:
+                    await box.close()
 
     async def _fill(self) -> None:
         while True:
@@ -68,10 +76,11 @@ class SandboxPool:
             with anyio.CancelScope(shield=True):
                 try:
                     await box.pause()
-                    await self._send.send(box)
-                except BaseException:
+                    self._send.send_nowait(box)  # never blocks: one slot per sandbox
+                except SandboxError as e:
+                    log.warning("pool.pause_failed", id=box.id[:12], error=str(e))
                     await box.close()
-                    raise
+                    self._slots.release()
 
     @property
     def ready(self) -> int:
@@ -90,3 +99,7 @@ class SandboxPool:
             except SandboxError as e:
                 log.warning("pool.discard", id=box.id[:12], error=str(e))
                 await box.close()
+            except BaseException:  # cancelled while resuming: the caller never got it
+                with anyio.CancelScope(shield=True):
+                    await box.close()
+                raise

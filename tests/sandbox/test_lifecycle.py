@@ -194,3 +194,39 @@ async def test_killed_executor_is_replaced() -> None:
         with pytest.raises(SandboxError, match="executor died"):
             await box.exec("pkill -KILL -f agentenv-executor; sleep 5", timeout=30)
         assert (await box.exec("echo recovered")).stdout == "recovered\n"
+
+
+async def test_pool_removes_its_sandboxes_when_the_body_fails() -> None:
+    engine = await get_engine()
+    spec = SandboxSpec(labels={"test.pool": "body-fails"})
+    with pytest.raises(ValueError):
+        async with SandboxPool(spec, size=2) as pool:
+            with anyio.fail_after(60):
+                while pool.ready < 2:
+                    await anyio.sleep(0.05)
+            raise ValueError("the user's code failed")
+    left = await engine.run(
+        engine.api.containers, all=True, filters={"label": "test.pool=body-fails"}
+    )
+    assert left == []
+
+
+async def test_pool_survives_a_failed_pause(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The freezer can refuse a pause; the pool drops that sandbox and makes another.
+    failures = {"left": 1}
+    real_pause = DockerSandbox.pause
+
+    async def flaky_pause(self: DockerSandbox) -> None:
+        if failures["left"]:
+            failures["left"] -= 1
+            raise SandboxError("unable to freeze (injected)")
+        await real_pause(self)
+
+    monkeypatch.setattr(DockerSandbox, "pause", flaky_pause)
+    async with SandboxPool(SandboxSpec(), size=2) as pool:
+        box = await pool.acquire()
+        try:
+            assert (await box.exec("echo fine")).stdout == "fine\n"
+        finally:
+            await box.close()
+    assert failures["left"] == 0
