@@ -22,9 +22,15 @@ from typing import Any, Literal
 import anyio
 import docker.errors
 import structlog
+from docker.types import LogConfig
 
 from agentenv.sandbox import cgroup, docker_exec
-from agentenv.sandbox.channel import ExecutorChannel, ExecutorGone
+from agentenv.sandbox.channel import (
+    ENTRYPOINT,
+    ENTRYPOINT_ENV,
+    ExecutorChannel,
+    ExecutorGone,
+)
 from agentenv.sandbox.engine import Engine, get_engine
 from agentenv.sandbox.errors import (
     EngineUnavailable,
@@ -41,8 +47,6 @@ from agentenv.sandbox.spec import SandboxSpec
 log = structlog.get_logger(__name__)
 
 SNAPSHOT_REPOSITORY = "agentenv/snapshot"
-# PID 1 is Docker's init (tini), which reaps orphans; this is its one child, idling.
-_KEEPALIVE = ["/bin/sh", "-c", "trap 'exit 0' TERM; while :; do sleep 3600 & wait $!; done"]
 # How long past a command's own timeout we wait for the executor before suspecting it.
 _EXEC_GRACE_S = 15.0
 _MAX_IDLE_CHANNELS = 4
@@ -82,6 +86,9 @@ class DockerSandbox:
                 container_id = await _create_container(engine, spec, image)
                 box = cls(engine, container_id, spec, image)
                 try:
+                    if spec.executor != "docker-exec":
+                        # Attached before start, so the entrypoint's executor is ours at once.
+                        box._idle.append(await ExecutorChannel.attach(engine, container_id))
                     await engine.run(engine.api.start, container_id)
                 except BaseException:
                     await box.close()
@@ -97,11 +104,12 @@ class DockerSandbox:
         return box
 
     async def _start_executor(self) -> None:
-        if self.spec.executor == "docker-exec":
+        if not self._idle:  # executor="docker-exec"
             return
         try:
-            channel = await self._new_channel()
+            await self._idle[0].handshake()
         except ExecutorGone as e:
+            self._idle.clear()
             if self.spec.executor == "fast":
                 raise SandboxError(
                     f"image {self.image!r} cannot run the fast executor (it needs python3): "
@@ -111,7 +119,6 @@ class DockerSandbox:
                 "sandbox.fallback", id=self.id[:12], reason="no python3: docker exec per command"
             )
             return
-        self._idle.append(channel)
         self.exec_mode = "fast"
 
     async def _new_channel(self) -> ExecutorChannel:
@@ -414,16 +421,22 @@ async def _create_container(engine: Engine, spec: SandboxSpec, image: str) -> st
         memswap_limit=spec.memory,  # no swap: a memory hog is OOM-killed, not slowed to a crawl
         nano_cpus=int(spec.cpus * 1e9),
         init=True,
+        # The executor's replies go to the container's stdout: logging them would copy every
+        # command's output to disk.
+        log_config=LogConfig(type=LogConfig.types.NONE),
     )
+    boot_env = {} if spec.executor == "docker-exec" else ENTRYPOINT_ENV
     try:
         created = await engine.run(
             api.create_container,
             image,
             command=[],
-            entrypoint=_KEEPALIVE,
+            # PID 1 is Docker's init (reaps orphans); its child starts the executor and idles.
+            entrypoint=ENTRYPOINT,
+            stdin_open=True,  # the executor's requests arrive on the container's stdin
             hostname="sandbox",
             user=spec.user or "",
-            environment=spec.env,
+            environment={**spec.env, **boot_env},
             working_dir=spec.workdir,
             labels=labels_for("sandbox", spec.ttl_s, spec.labels),
             host_config=host_config,

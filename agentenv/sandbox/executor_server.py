@@ -1,8 +1,10 @@
 """The in-sandbox executor: a long-lived stdlib-only program that runs commands on request.
 
-It is shipped into every sandbox at start (its source is sent over stdin to a tiny
-``python3 -c`` bootstrap, so nothing has to be installed in the image) and talks to the host
-over its stdin/stdout with length-prefixed frames::
+Its source is sent over stdin to a tiny ``python3 -c`` bootstrap, so nothing has to be
+installed in the image. The first executor of a sandbox is started by the container's
+entrypoint and reached through ``docker attach``; more (for concurrent commands, or after
+one died) are started with ``docker exec``. It talks to the host over its stdin/stdout with
+length-prefixed frames::
 
     frame = struct(">II", len(header_json), len(payload)) + header_json + payload
 
@@ -93,6 +95,20 @@ class _Input(object):
         out = bytes(self.buf[:n])
         del self.buf[:n]
         return out
+
+    def pop_cancel(self):
+        """Consume a complete cancel request at the head of the buffer, if there is one."""
+        if len(self.buf) < _FRAME.size:
+            return False
+        hlen, plen = _FRAME.unpack(bytes(self.buf[: _FRAME.size]))
+        end = _FRAME.size + hlen + plen
+        if len(self.buf) < end:
+            return False
+        header = json.loads(bytes(self.buf[_FRAME.size : _FRAME.size + hlen]).decode("utf-8"))
+        if header.get("op") != "cancel":
+            return False
+        del self.buf[:end]
+        return True
 
     def read_frame(self):
         head = self.read_exact(_FRAME.size)
@@ -259,6 +275,10 @@ def do_exec(req, stdin_data, inp):
                 if inp.eof:  # the host went away (cancelled): leave nothing behind
                     kill_tree(proc.pid)
                     sys.exit(0)
+                if inp.pop_cancel() and not timed_out:
+                    kill_tree(proc.pid)
+                    timed_out = True
+                    exited_at = exited_at or time.monotonic()
                 continue
             data = os.read(fd, _CHUNK)
             if not data:
@@ -313,6 +333,8 @@ def do_write(req, payload):
 
 def main():
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    for name in ("AGENTENV_BOOT", "AGENTENV_PY", "AGENTENV_SIZE"):  # the entrypoint's, not theirs
+        os.environ.pop(name, None)
     inp = _Input(0)
     while True:
         req, payload = inp.read_frame()
@@ -326,6 +348,8 @@ def main():
                 do_read(req)
             elif op == "write":
                 do_write(req, payload)
+            elif op == "cancel":
+                continue  # for a command that had already finished: nothing to do
             elif op == "ping":
                 _write_frame({"type": "result", "protocol": PROTOCOL, "pid": os.getpid()})
             else:
