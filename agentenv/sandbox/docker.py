@@ -43,6 +43,7 @@ from agentenv.sandbox.images import resolve_image
 from agentenv.sandbox.labels import labels_for
 from agentenv.sandbox.protocol import DEFAULT_MAX_OUTPUT, ExecResult, OutputCallback, Snapshot
 from agentenv.sandbox.spec import SandboxSpec
+from agentenv.sandbox.stream import StreamClosed
 
 log = structlog.get_logger(__name__)
 
@@ -182,7 +183,7 @@ class DockerSandbox:
             raise ValueError(f"timeout must be positive, got {timeout}")
         if self.exec_mode == "docker-exec":
             try:
-                return await docker_exec.run(
+                result = await docker_exec.run(
                     self._engine,
                     self.id,
                     cmd,
@@ -195,8 +196,12 @@ class DockerSandbox:
                     max_output=max_output,
                     on_output=on_output,
                 )
-            except docker.errors.APIError as e:
+            except (docker.errors.APIError, StreamClosed) as e:
                 raise await self._unavailable(e) from e
+            if result.exit_code == 137 and not result.timed_out:
+                # Killed: by the OOM killer or the like (a result), or with its container?
+                await self._raise_if_stopped()
+            return result
         header: dict[str, Any] = {
             "timeout": timeout,
             "cwd": cwd,
@@ -230,6 +235,11 @@ class DockerSandbox:
             else:
                 self._idle.append(channel)
 
+    async def _raise_if_stopped(self) -> None:
+        error = await self._unavailable(StreamClosed("killed"))
+        if isinstance(error, SandboxUnavailable):
+            raise error
+
     async def _unavailable(self, cause: BaseException) -> SandboxError:
         """The error for a failed call: :class:`SandboxClosed` if we closed it, else
         :class:`SandboxUnavailable` saying what happened to the container, else (it is
@@ -238,7 +248,7 @@ class DockerSandbox:
             return SandboxClosed(f"sandbox {self.id[:12]} was closed")
         # An executor's stream can end a moment before the engine records the container as
         # stopped: then look again for a little while before blaming the executor alone.
-        looks = 20 if isinstance(cause, ExecutorGone) else 1
+        looks = 20 if isinstance(cause, (ExecutorGone, StreamClosed)) else 1
         for look in range(looks):
             try:
                 info = await self._engine.run(self._engine.api.inspect_container, self.id)

@@ -92,6 +92,8 @@ async def run(
         stream.close()
     info = await engine.run(engine.api.exec_inspect, exec_id)
     code = info.get("ExitCode")
+    if code is None and not timed_out:
+        raise StreamClosed("the command's exec ended without an exit code")
     elapsed = time.monotonic() - started
     if timeout and (code in (124, 137) and elapsed >= timeout * 0.95):
         timed_out = True

@@ -8,16 +8,15 @@ import os
 import signal
 import subprocess
 import sys
-import textwrap
 
 import docker.errors
 import pytest
 
 from agentenv.sandbox import connect
 from agentenv.sandbox.labels import RUN, labels_for, stale_reason
+from tests.helpers import start_script
 
-LEAKER = textwrap.dedent(
-    """
+LEAKER = """
     import json, anyio
     from agentenv.sandbox import DockerSandbox
 
@@ -28,8 +27,7 @@ LEAKER = textwrap.dedent(
         await anyio.sleep(600)
 
     anyio.run(main)
-    """
-)
+"""
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -39,16 +37,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
 def test_gc_removes_what_a_killed_runner_left_and_nothing_else() -> None:
     engine = connect()
     run = f"leak-{os.getpid()}"
-    proc = subprocess.Popen(
-        [sys.executable, "-c", LEAKER],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "AGENTENV_RUN_ID": run},
-    )
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    assert line, proc.stderr.read() if proc.stderr else ""
+    proc, line = start_script(LEAKER, run)
     leaked = json.loads(line)
     proc.send_signal(signal.SIGKILL)
     proc.wait()

@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
-import textwrap
 
 import anyio
 import docker.errors
@@ -23,6 +20,7 @@ from agentenv.sandbox import (
     sandbox,
 )
 from agentenv.sandbox.labels import RUN
+from tests.helpers import start_script
 
 pytestmark = pytest.mark.anyio
 
@@ -63,8 +61,7 @@ async def test_cancelled_command_leaves_nothing_running() -> None:
 
 def test_ctrl_c_removes_the_sandbox() -> None:
     run = f"ctrlc-{os.getpid()}"
-    script = textwrap.dedent(
-        """
+    script = """
         import anyio
         from agentenv.sandbox import sandbox
 
@@ -74,18 +71,8 @@ def test_ctrl_c_removes_the_sandbox() -> None:
                 await anyio.sleep(60)
 
         anyio.run(main)
-        """
-    )
-    proc = subprocess.Popen(
-        [sys.executable, "-c", script],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "AGENTENV_RUN_ID": run},
-    )
-    assert proc.stdout is not None
-    container_id = proc.stdout.readline().strip()
-    assert container_id, proc.stderr.read() if proc.stderr else ""
+    """
+    proc, _ = start_script(script, run)
     proc.send_signal(signal.SIGINT)
     proc.wait(timeout=60)
     engine = connect()
@@ -103,9 +90,11 @@ async def test_killed_container_is_reported_not_hung(exec_path: str) -> None:
             await box.pause()
 
 
-async def test_container_dying_during_a_command_is_reported() -> None:
+@pytest.mark.parametrize("exec_path", ["fast", "docker-exec"])
+async def test_container_dying_during_a_command_is_reported(exec_path: str) -> None:
     engine = await get_engine()
-    async with await DockerSandbox.create() as box, anyio.create_task_group() as tg:
+    spec = SandboxSpec(executor=exec_path)  # type: ignore[arg-type]
+    async with await DockerSandbox.create(spec) as box, anyio.create_task_group() as tg:
 
         async def kill_soon() -> None:
             await anyio.sleep(0.5)
