@@ -41,8 +41,6 @@ async def run_demo(spec: SandboxSpec | None = None, rounds: int = 20) -> DemoRep
             t = time.perf_counter()
             await box.exec(["true"])
             execs.append(time.perf_counter() - t)
-        # A busy loop, to show that a paused sandbox uses no CPU.
-        await box.exec("nohup sh -c 'while :; do :; done' >/dev/null 2>&1 &")
         for _ in range(rounds):
             t = time.perf_counter()
             await box.pause()
@@ -50,6 +48,8 @@ async def run_demo(spec: SandboxSpec | None = None, rounds: int = 20) -> DemoRep
             t = time.perf_counter()
             await box.resume()
             resumes.append(time.perf_counter() - t)
+        # A busy loop, to show that a paused sandbox uses no CPU.
+        await box.exec("nohup sh -c 'while :; do :; done' >/dev/null 2>&1 &")
         await box.pause()
         before = await box.cpu_usage_ns()
         await anyio.sleep(0.5)
