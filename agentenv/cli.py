@@ -100,7 +100,10 @@ def doctor(
     except docker.errors.ImageNotFound:
         base_ok, state = False, "missing"
     if not base_ok and fix:
-        err.print(f"agentenv setup: building {BASE_IMAGE} from Debian packages (about a minute)")
+        err.print(
+            f"agentenv setup: building {BASE_IMAGE} from Debian packages (about a minute)",
+            soft_wrap=True,
+        )
         try:
             build_base(engine)
         except SandboxError as e:

@@ -19,9 +19,13 @@ need=${need# }
 if [ -n "$need" ]; then
   if is_root && command -v apt-get >/dev/null 2>&1; then
     say "installing $need from Debian's packages"
-    apt-get update -q >/dev/null
+    log=$(mktemp)
     # shellcheck disable=SC2086
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q $need >/dev/null
+    if ! { apt-get update -q && DEBIAN_FRONTEND=noninteractive NEEDRESTART_SUSPEND=1 \
+        apt-get install -y -q $need; } >"$log" 2>&1; then
+      tail -n 30 "$log" >&2; say "installing $need failed"; exit 1
+    fi
+    rm -f "$log"
   else
     say "missing: $need. Install it (Debian/Ubuntu: sudo apt-get install $need)."
     engine_up || exit 1
