@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -100,6 +101,8 @@ def doctor(
     except docker.errors.ImageNotFound:
         base_ok, state = False, "missing"
     if not base_ok and fix:
+        if shutil.which("debootstrap") is None:
+            subprocess.run(["bash", str(ENGINE_SCRIPT), "debootstrap"], check=False)
         err.print(
             f"agentenv setup: building {BASE_IMAGE} from Debian packages (about a minute)",
             soft_wrap=True,

@@ -2,8 +2,9 @@
 # Make a Docker engine answer on this machine, changing nothing where one already does.
 # Where none is installed (Debian/Ubuntu, as root): installs Debian's docker.io. Where dockerd
 # is installed but not running and there is no init system: starts it in the background,
-# after clearing what an engine killed with the last session left behind. Also installs
-# debootstrap, which `agentenv images build-base` needs. Quiet when nothing had to be done.
+# after clearing what an engine killed with the last session left behind. Arguments name more
+# Debian packages to install if their command is missing (doctor passes `debootstrap` when
+# the base image must be built). Quiet when nothing had to be done.
 set -euo pipefail
 
 say() { echo "agentenv setup: $*" >&2; }
@@ -14,7 +15,9 @@ LOG=${AGENTENV_DOCKERD_LOG:-/var/log/agentenv-dockerd.log}
 need=""
 # An engine that answers (maybe remote, maybe Docker Desktop) is kept as it is.
 if ! engine_up && ! command -v dockerd >/dev/null 2>&1; then need="docker.io"; fi
-command -v debootstrap >/dev/null 2>&1 || need="$need debootstrap"
+for extra in "$@"; do
+  command -v "$extra" >/dev/null 2>&1 || need="$need $extra"
+done
 need=${need# }
 if [ -n "$need" ]; then
   if is_root && command -v apt-get >/dev/null 2>&1; then
@@ -28,7 +31,7 @@ if [ -n "$need" ]; then
     rm -f "$log"
   else
     say "missing: $need. Install it (Debian/Ubuntu: sudo apt-get install $need)."
-    engine_up || exit 1
+    exit 1
   fi
 fi
 
