@@ -8,6 +8,7 @@ whole group).
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import time
 
@@ -68,25 +69,32 @@ async def run(
     stream = DockerStream(await engine.run(engine.api.exec_start, exec_id, socket=True))
     out, err = HeadTail(max_output), HeadTail(max_output)
     timed_out = False
+    async def feed(data: bytes) -> None:
+        # Concurrently with reading: a command may write a lot before it reads its input.
+        with contextlib.suppress(StreamClosed):  # it exited without reading all of it
+            await stream.send(data)
+        stream.shutdown_stdin()
+
     try:
-        if stdin is not None:
-            await stream.send(stdin)
-            stream.shutdown_stdin()
         with anyio.move_on_after(timeout + _GRACE_S if timeout else None) as scope:
-            while True:
-                try:
-                    await stream.receive()
-                except StreamClosed:
-                    break
-                for fd, buf, sink in ((1, stream.stdout, out), (STDERR, stream.stderr, err)):
-                    if buf:
-                        chunk = bytes(buf)
-                        buf.clear()
-                        sink.add(chunk)
-                        if on_output is not None:
-                            maybe = on_output("stdout" if fd == 1 else "stderr", chunk)
-                            if inspect.isawaitable(maybe):
-                                await maybe
+            async with anyio.create_task_group() as tg:
+                if stdin is not None:
+                    tg.start_soon(feed, stdin)
+                while True:
+                    try:
+                        await stream.receive()
+                    except StreamClosed:
+                        break
+                    for fd, buf, sink in ((1, stream.stdout, out), (STDERR, stream.stderr, err)):
+                        if buf:
+                            chunk = bytes(buf)
+                            buf.clear()
+                            sink.add(chunk)
+                            if on_output is not None:
+                                maybe = on_output("stdout" if fd == 1 else "stderr", chunk)
+                                if inspect.isawaitable(maybe):
+                                    await maybe
+                tg.cancel_scope.cancel()  # output is over: stop feeding input nobody reads
         timed_out = scope.cancelled_caught
     finally:
         stream.close()

@@ -332,7 +332,8 @@ def do_write(req, payload):
 
 
 def main():
-    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    # SIGPIPE stays ignored (Python's default) here: a command that stops reading its stdin
+    # must not kill us through the thread feeding it. Commands get the default back (Popen).
     for name in ("AGENTENV_BOOT", "AGENTENV_PY", "AGENTENV_SIZE"):  # the entrypoint's, not theirs
         os.environ.pop(name, None)
     inp = _Input(0)

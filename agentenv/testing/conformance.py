@@ -94,6 +94,12 @@ async def test_stdin(sandbox: Sandbox) -> None:
     assert result.stdout.split()[0] == hashlib.sha256(blob).hexdigest()
 
 
+async def test_stdin_the_command_does_not_read(sandbox: Sandbox) -> None:
+    result = await sandbox.exec("head -c 10 | wc -c", stdin=os.urandom(4 << 20))
+    assert result.stdout.strip() == "10"
+    assert (await sandbox.exec("echo still fine")).stdout == "still fine\n"
+
+
 async def test_no_stdin_means_eof(sandbox: Sandbox) -> None:
     result = await sandbox.exec("cat; echo done", timeout=10)
     assert result.stdout == "done\n" and not result.timed_out
