@@ -69,6 +69,7 @@ async def run(
     stream = DockerStream(await engine.run(engine.api.exec_start, exec_id, socket=True))
     out, err = HeadTail(max_output), HeadTail(max_output)
     timed_out = False
+
     async def feed(data: bytes) -> None:
         # Concurrently with reading: a command may write a lot before it reads its input.
         with contextlib.suppress(StreamClosed):  # it exited without reading all of it
