@@ -22,12 +22,10 @@ from agentenv.sandbox.stream import DockerStream, StreamClosed
 
 _FRAME = struct.Struct(">II")
 _SOURCE = (Path(__file__).parent / "executor_server.py").read_bytes()
-SOURCE_SIZE = str(len(_SOURCE))
-NO_PYTHON = "agentenv: no python3 in this image"
-EXECUTOR_EXITED = "agentenv: the executor exited"
+_SOURCE_SIZE = str(len(_SOURCE))
 # Reads the executor's source from stdin and runs it: nothing is written into the image, and
 # `ps` in the sandbox shows a short command line.
-BOOTSTRAP = (
+_BOOTSTRAP = (
     "import os,sys\n"
     "n=int(sys.argv[1]);b=b''\n"
     "while len(b)<n:\n"
@@ -36,36 +34,6 @@ BOOTSTRAP = (
     " b+=c\n"
     "exec(compile(b,'agentenv-executor','exec'))\n"
 )
-# The container's entrypoint, under Docker's init: start the executor on the container's
-# stdin when the environment carries the bootstrap and python3 exists, then idle. The
-# executor runs in the background so that killing it does not stop the container; when it
-# exits, the shell says so on stderr, which ends the attached channel (Docker's init keeps
-# the container's stdout open, so the stream itself never ends). The bootstrap comes by
-# environment so that `pkill -f python` in a command cannot match this shell.
-ENTRYPOINT = [
-    "/bin/sh",
-    "-c",
-    "trap 'exit 0' TERM\n"
-    "exec 3<&0 0</dev/null\n"
-    'if [ -n "$AGENTENV_BOOT" ]; then\n'
-    '  if command -v "$AGENTENV_PY" >/dev/null 2>&1; then\n'
-    '    "$AGENTENV_PY" -c "$AGENTENV_BOOT" "$AGENTENV_SIZE" 0<&3 3<&- &\n'
-    "    exec 3<&-\n"
-    "    wait $!\n"
-    f'    echo "{EXECUTOR_EXITED}" >&2\n'
-    f'  else echo "{NO_PYTHON}" >&2; fi\n'
-    "fi\n"
-    "exec 3<&-\n"
-    "while :; do sleep 3600 & wait $!; done",
-]
-ENTRYPOINT_ENV = {
-    "AGENTENV_BOOT": BOOTSTRAP,
-    "AGENTENV_PY": "python3",
-    "AGENTENV_SIZE": SOURCE_SIZE,
-}
-"""Set on the container for :data:`ENTRYPOINT`; the executor removes it from its commands'
-environment."""
-_CANCEL = json.dumps({"op": "cancel"}).encode()
 _OS_ERRORS: dict[str, type[OSError]] = {
     "FileNotFoundError": FileNotFoundError,
     "IsADirectoryError": IsADirectoryError,
@@ -73,6 +41,15 @@ _OS_ERRORS: dict[str, type[OSError]] = {
     "PermissionError": PermissionError,
     "FileExistsError": FileExistsError,
 }
+
+
+def _error(reply: dict[str, Any]) -> OSError:
+    """The executor's error reply as the ``OSError`` a local call would have raised."""
+    kind = _OS_ERRORS.get(reply.get("error", ""), OSError)
+    if reply.get("errno") is None:
+        return kind(f"{reply.get('error')}: {reply.get('message')}")
+    message = reply.get("strerror") or reply.get("message")
+    return kind(reply["errno"], message, reply.get("filename"))
 
 
 class ExecutorGone(Exception):
@@ -86,11 +63,8 @@ class ExecutorGone(Exception):
 class ExecutorChannel:
     """One running executor process in a sandbox."""
 
-    def __init__(self, stream: DockerStream, *, attached: bool = False):
+    def __init__(self, stream: DockerStream):
         self._stream = stream
-        # An attached executor (the container's own) does not see end-of-file when we hang
-        # up, so a cancelled command is stopped with a cancel message instead.
-        self._attached = attached
         self.broken = False
 
     @classmethod
@@ -102,7 +76,7 @@ class ExecutorChannel:
         exec_id = await engine.run(
             engine.api.exec_create,
             container_id,
-            ["python3", "-c", BOOTSTRAP, SOURCE_SIZE],
+            ["python3", "-c", _BOOTSTRAP, _SOURCE_SIZE],
             stdin=True,
             user=user or "",
             workdir=workdir,
@@ -111,16 +85,6 @@ class ExecutorChannel:
         channel = cls(DockerStream(sock))
         await channel.handshake()
         return channel
-
-    @classmethod
-    async def attach(cls, engine: Engine, container_id: str) -> ExecutorChannel:
-        """Attach to a created, not yet started, container whose entrypoint runs
-        :data:`ENTRYPOINT`; call :meth:`handshake` once it is started. Saves a
-        ``docker exec`` (~50 ms) on every sandbox's creation."""
-        params = {"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1}
-        sock = await engine.run(engine.api.attach_socket, container_id, params=params)
-        markers = (NO_PYTHON.encode(), EXECUTOR_EXITED.encode())
-        return cls(DockerStream(sock, end_markers=markers), attached=True)
 
     async def handshake(self) -> None:
         """Send the executor its source and wait for it to answer a ping; raises
@@ -154,10 +118,9 @@ class ExecutorChannel:
     ) -> tuple[dict[str, Any], bytes]:
         if self.broken:
             raise ExecutorGone("channel is closed")
-        done = sent = False
+        done = False
         try:
             await self._send(header, payload)
-            sent = True
             while True:
                 reply, data = await self._read()
                 if reply.get("type") != "chunk":
@@ -171,8 +134,6 @@ class ExecutorChannel:
             raise ExecutorGone(f"executor stream ended: {e}", bytes(self._stream.stderr)) from e
         finally:
             if not done:  # cancelled or failed mid-request: the stream's state is unknown
-                if self._attached and sent:
-                    self._stream.try_send(_FRAME.pack(len(_CANCEL), 0) + _CANCEL)
                 self.close()
 
     async def request(
@@ -181,8 +142,7 @@ class ExecutorChannel:
         """Send one request and return the reply; executor-side errors become ``OSError``s."""
         reply, data = await self._exchange(header, payload, None)
         if reply.get("type") == "error":
-            error = _OS_ERRORS.get(reply.get("error", ""), OSError)
-            raise error(reply.get("errno") or 0, reply.get("message", "executor error"))
+            raise _error(reply)
         return reply, data
 
     async def exec(
@@ -195,7 +155,7 @@ class ExecutorChannel:
             on_output,
         )
         if reply.get("type") == "error":
-            raise OSError(reply.get("errno") or 0, reply.get("message", "executor error"))
+            raise _error(reply)
         split = int(reply["stdout_len"])
         return ExecResult(
             exit_code=int(reply["exit_code"]),

@@ -22,12 +22,9 @@ from typing import Any, Literal
 import anyio
 import docker.errors
 import structlog
-from docker.types import LogConfig
 
 from agentenv.sandbox import cgroup, docker_exec
 from agentenv.sandbox.channel import (
-    ENTRYPOINT,
-    ENTRYPOINT_ENV,
     ExecutorChannel,
     ExecutorGone,
 )
@@ -50,6 +47,10 @@ log = structlog.get_logger(__name__)
 SNAPSHOT_REPOSITORY = "agentenv/snapshot"
 # How long past a command's own timeout we wait for the executor before suspecting it.
 _EXEC_GRACE_S = 15.0
+# PID 1 is Docker's init (tini), which reaps orphans; this is its one child, idling. The
+# executor is not started here: PID 1 holds the container's stdin and stdout, which any
+# process in the sandbox can open through /proc/1/fd, so they cannot carry the protocol.
+_KEEPALIVE = ["/bin/sh", "-c", "trap 'exit 0' TERM; while :; do sleep 3600 & wait $!; done"]
 _MAX_IDLE_CHANNELS = 4
 _PAUSE_ATTEMPTS = 6
 
@@ -87,9 +88,6 @@ class DockerSandbox:
                 container_id = await _create_container(engine, spec, image)
                 box = cls(engine, container_id, spec, image)
                 try:
-                    if spec.executor != "docker-exec":
-                        # Attached before start, so the entrypoint's executor is ours at once.
-                        box._idle.append(await ExecutorChannel.attach(engine, container_id))
                     await engine.run(engine.api.start, container_id)
                 except BaseException:
                     await box.close()
@@ -105,12 +103,11 @@ class DockerSandbox:
         return box
 
     async def _start_executor(self) -> None:
-        if not self._idle:  # executor="docker-exec"
+        if self.spec.executor == "docker-exec":
             return
         try:
-            await self._idle[0].handshake()
+            self._idle.append(await self._new_channel())
         except ExecutorGone as e:
-            self._idle.clear()
             if self.spec.executor == "fast":
                 raise SandboxError(
                     f"image {self.image!r} cannot run the fast executor (it needs python3): "
@@ -177,8 +174,10 @@ class DockerSandbox:
         process tree and sets ``timed_out``; output past ``max_output`` per stream is elided
         in the middle and sets ``truncated``."""
         self._check_usable()
-        if isinstance(cmd, list) and not cmd:
-            raise ValueError("cmd must not be an empty list")
+        if isinstance(cmd, list) and (not cmd or not all(isinstance(a, str) for a in cmd)):
+            raise TypeError(f"cmd must be a string or a non-empty list of strings, got {cmd!r}")
+        if env and not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
+            raise TypeError(f"env keys and values must be strings, got {env!r}")
         if timeout is not None and timeout <= 0:
             raise ValueError(f"timeout must be positive, got {timeout}")
         if self.exec_mode == "docker-exec":
@@ -288,7 +287,8 @@ class DockerSandbox:
                 _, data = await channel.request({"op": "read", "path": path})
                 return data
         script = (
-            'if [ ! -e "$1" ]; then exit 3; elif [ -d "$1" ]; then exit 4; fi; exec cat -- "$1"'
+            'if [ ! -e "$1" ]; then exit 3; elif [ -d "$1" ]; then exit 4; '
+            'elif [ ! -f "$1" ]; then echo "not a regular file" >&2; exit 5; fi; exec cat -- "$1"'
         )
         result = await self.exec(
             ["/bin/sh", "-c", script, "sh", path], timeout=None, max_output=1 << 62
@@ -431,22 +431,16 @@ async def _create_container(engine: Engine, spec: SandboxSpec, image: str) -> st
         memswap_limit=spec.memory,  # no swap: a memory hog is OOM-killed, not slowed to a crawl
         nano_cpus=int(spec.cpus * 1e9),
         init=True,
-        # The executor's replies go to the container's stdout: logging them would copy every
-        # command's output to disk.
-        log_config=LogConfig(type=LogConfig.types.NONE),
     )
-    boot_env = {} if spec.executor == "docker-exec" else ENTRYPOINT_ENV
     try:
         created = await engine.run(
             api.create_container,
             image,
             command=[],
-            # PID 1 is Docker's init (reaps orphans); its child starts the executor and idles.
-            entrypoint=ENTRYPOINT,
-            stdin_open=True,  # the executor's requests arrive on the container's stdin
+            entrypoint=_KEEPALIVE,
             hostname="sandbox",
             user=spec.user or "",
-            environment={**spec.env, **boot_env},
+            environment=spec.env,
             working_dir=spec.workdir,
             labels=labels_for("sandbox", spec.ttl_s, spec.labels),
             host_config=host_config,

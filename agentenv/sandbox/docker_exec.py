@@ -24,7 +24,7 @@ if [ -n "$AGENTENV_CWD" ]; then
   cd -- "$AGENTENV_CWD" 2>/dev/null || {
     printf "agentenv: working directory '%s' does not exist\n" "$AGENTENV_CWD" >&2; exit 1; }
 fi
-t=$AGENTENV_TIMEOUT; unset AGENTENV_CWD AGENTENV_TIMEOUT AGENTENV_BOOT AGENTENV_PY AGENTENV_SIZE
+t=$AGENTENV_TIMEOUT; unset AGENTENV_CWD AGENTENV_TIMEOUT
 if [ "$1" = shell ]; then
   if [ -x /bin/bash ]; then set -- /bin/bash -c "$2"; else set -- /bin/sh -c "$2"; fi
 else

@@ -17,10 +17,12 @@ This file must stay importable by any Python >= 3.6 with no third-party packages
 images we do not control. The host imports it too, for :class:`HeadTail`.
 """
 
+import errno
 import json
 import os
 import select
 import signal
+import stat
 import struct
 import subprocess
 import sys
@@ -96,20 +98,6 @@ class _Input(object):
         del self.buf[:n]
         return out
 
-    def pop_cancel(self):
-        """Consume a complete cancel request at the head of the buffer, if there is one."""
-        if len(self.buf) < _FRAME.size:
-            return False
-        hlen, plen = _FRAME.unpack(bytes(self.buf[: _FRAME.size]))
-        end = _FRAME.size + hlen + plen
-        if len(self.buf) < end:
-            return False
-        header = json.loads(bytes(self.buf[_FRAME.size : _FRAME.size + hlen]).decode("utf-8"))
-        if header.get("op") != "cancel":
-            return False
-        del self.buf[:end]
-        return True
-
     def read_frame(self):
         head = self.read_exact(_FRAME.size)
         if head is None:
@@ -122,12 +110,17 @@ class _Input(object):
         return json.loads(header.decode("utf-8")), payload
 
 
+def _write_all(data):
+    view = memoryview(data)
+    while view:
+        view = view[os.write(1, view) :]
+
+
 def _write_frame(header, payload=b""):
     data = json.dumps(header).encode("utf-8")
-    buf = memoryview(_FRAME.pack(len(data), len(payload)) + data + payload)
-    while buf:
-        n = os.write(1, buf)
-        buf = buf[n:]
+    _write_all(_FRAME.pack(len(data), len(payload)) + data)
+    if payload:
+        _write_all(payload)
 
 
 def _children_map():
@@ -222,7 +215,8 @@ def _feed(pipe, data):
 
 def do_exec(req, stdin_data, inp):
     started = time.monotonic()
-    limit = int(req.get("max_output") or 1 << 20)
+    limit = req.get("max_output")
+    limit = 1 << 20 if limit is None else int(limit)
     out, err = HeadTail(limit), HeadTail(limit)
     argv = req.get("argv") or [_shell(), "-c", req["shell"]]
     cwd = req.get("cwd")
@@ -242,9 +236,10 @@ def do_exec(req, stdin_data, inp):
             stderr=subprocess.PIPE,
             start_new_session=True,  # the command's group is ours to kill on timeout
         )
-    except OSError as e:
+    except (OSError, ValueError) as e:
         code = 127 if isinstance(e, FileNotFoundError) else 126
-        err.add(("agentenv: cannot run %r: %s\n" % (argv[0], e.strerror or e)).encode())
+        reason = getattr(e, "strerror", None) or e
+        err.add(("agentenv: cannot run %r: %s\n" % (argv[0], reason)).encode())
         return _result(code, out, err, started)
     if req.get("stdin"):
         threading.Thread(target=_feed, args=(proc.stdin, stdin_data), daemon=True).start()
@@ -255,16 +250,17 @@ def do_exec(req, stdin_data, inp):
     open_fds = set(pipes)
     timed_out = False
     exited_at = None
-    while open_fds:
+    # Until the command has exited and its pipes are drained (or have lingered long enough):
+    # a command may close its output early and run on, so the deadline is checked regardless.
+    while True:
         now = time.monotonic()
         if exited_at is None and proc.poll() is not None:
             exited_at = now
-        if exited_at is not None and now - exited_at > _LINGER_S:
+        if exited_at is not None and (not open_fds or now - exited_at > _LINGER_S):
             break
         if deadline is not None and now >= deadline and not timed_out:
             kill_tree(proc.pid)
             timed_out = True
-            exited_at = exited_at or now
         wait = 0.05
         if deadline is not None and not timed_out:
             wait = min(wait, max(0.0, deadline - now))
@@ -275,10 +271,6 @@ def do_exec(req, stdin_data, inp):
                 if inp.eof:  # the host went away (cancelled): leave nothing behind
                     kill_tree(proc.pid)
                     sys.exit(0)
-                if inp.pop_cancel() and not timed_out:
-                    kill_tree(proc.pid)
-                    timed_out = True
-                    exited_at = exited_at or time.monotonic()
                 continue
             data = os.read(fd, _CHUNK)
             if not data:
@@ -303,8 +295,23 @@ def do_exec(req, stdin_data, inp):
 
 
 def do_read(req):
-    with open(req["path"], "rb") as f:
-        data = f.read()
+    # O_NONBLOCK: opening a FIFO an agent planted must not hang us; only regular files.
+    fd = os.open(req["path"], os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise IsADirectoryError(errno.EISDIR, "Is a directory", req["path"])
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", req["path"])
+        chunks = []
+        while True:
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    data = b"".join(chunks)
     _write_frame({"type": "result", "size": len(data)}, data)
 
 
@@ -331,11 +338,27 @@ def do_write(req, payload):
     _write_frame({"type": "result"})
 
 
+def _make_undumpable():
+    """PR_SET_DUMPABLE 0: without CAP_SYS_PTRACE (all capabilities are dropped) no other
+    process, root included, can open our /proc/<pid>/fd or memory, so a command cannot read
+    the host's requests or forge our replies. Best effort where ctypes is missing."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(4, 0, 0, 0, 0) != 0:  # PR_SET_DUMPABLE = 4
+            raise OSError(ctypes.get_errno(), "prctl failed")
+    except Exception as e:  # nothing else to do about it here
+        sys.stderr.write("agentenv-executor: could not make itself undumpable: %s\n" % e)
+
+
 def main():
-    # SIGPIPE stays ignored (Python's default) here: a command that stops reading its stdin
-    # must not kill us through the thread feeding it. Commands get the default back (Popen).
-    for name in ("AGENTENV_BOOT", "AGENTENV_PY", "AGENTENV_SIZE"):  # the entrypoint's, not theirs
-        os.environ.pop(name, None)
+    _make_undumpable()
+    # Commands start with default dispositions whatever our parent left us. SIGPIPE stays
+    # ignored for us (a command that stops reading its stdin must not kill the feeding
+    # thread); Popen gives commands the default back.
+    for sig in (signal.SIGINT, signal.SIGQUIT):
+        signal.signal(sig, signal.SIG_DFL)
     inp = _Input(0)
     while True:
         req, payload = inp.read_frame()
@@ -349,18 +372,18 @@ def main():
                 do_read(req)
             elif op == "write":
                 do_write(req, payload)
-            elif op == "cancel":
-                continue  # for a command that had already finished: nothing to do
             elif op == "ping":
                 _write_frame({"type": "result", "protocol": PROTOCOL, "pid": os.getpid()})
             else:
                 raise ValueError("unknown op %r" % op)
-        except (OSError, ValueError, KeyError) as e:
+        except (OSError, ValueError, KeyError, TypeError) as e:
             _write_frame(
                 {
                     "type": "error",
                     "error": type(e).__name__,
                     "errno": getattr(e, "errno", None),
+                    "strerror": getattr(e, "strerror", None),
+                    "filename": getattr(e, "filename", None),
                     "message": str(e),
                 }
             )

@@ -26,7 +26,7 @@ class StreamClosed(Exception):
 class DockerStream:
     """One attached exec stream: write to the process's stdin, read its stdout and stderr."""
 
-    def __init__(self, sock: Any, *, end_markers: tuple[bytes, ...] = ()):
+    def __init__(self, sock: Any):
         # docker-py returns a SocketIO wrapper for unix sockets; we want the socket itself.
         self._holder = sock  # keeps the HTTP response (and so the connection) alive
         self.sock: socket.socket = getattr(sock, "_sock", sock)
@@ -35,8 +35,6 @@ class DockerStream:
         self.stdout = bytearray()
         self.stderr = bytearray()
         self.closed = False
-        # stderr lines that mean the process is gone although the stream stays open
-        self._end_markers = end_markers
 
     async def send(self, data: bytes) -> None:
         """Write all of ``data`` to the process's stdin."""
@@ -50,11 +48,6 @@ class DockerStream:
             except OSError as e:
                 raise StreamClosed(str(e)) from e
             view = view[sent:]
-
-    def try_send(self, data: bytes) -> None:
-        """Write ``data`` now if the socket takes it, without waiting; best effort."""
-        with contextlib.suppress(OSError):
-            self.sock.send(data)
 
     def shutdown_stdin(self) -> None:
         """Close the process's stdin (half-close: its output can still be read)."""
@@ -76,9 +69,6 @@ class DockerStream:
                 raise StreamClosed("end of stream")
             self._raw += data
             self._demux()
-            for marker in self._end_markers:
-                if marker in self.stderr:
-                    raise StreamClosed(marker.decode(errors="replace"))
             return len(data)
 
     def _demux(self) -> None:

@@ -122,6 +122,14 @@ async def test_timeout_kills_the_process_tree(sandbox: Sandbox) -> None:
     assert left.stdout.strip() == ""
 
 
+async def test_timeout_holds_after_the_command_closes_its_output(sandbox: Sandbox) -> None:
+    result = await sandbox.exec("exec >/dev/null 2>&1; sleep 303", timeout=1)
+    assert result.timed_out
+    assert result.duration_s < 10
+    left = await sandbox.exec("ps -eo args | grep -E '^sleep 303' || true")
+    assert left.stdout.strip() == ""
+
+
 async def test_sandbox_usable_after_timeout(sandbox: Sandbox) -> None:
     assert (await sandbox.exec("sleep 5", timeout=0.5)).timed_out
     assert (await sandbox.exec("echo still here")).stdout == "still here\n"
@@ -234,10 +242,18 @@ async def test_permission_denied_without_capabilities(sandbox: Sandbox) -> None:
 
 
 async def test_read_errors(sandbox: Sandbox) -> None:
-    with pytest.raises(FileNotFoundError):
+    with pytest.raises(FileNotFoundError) as info:
         await sandbox.read_file("/no/such/file")
+    assert "/no/such/file" in str(info.value)
     with pytest.raises(IsADirectoryError):
         await sandbox.read_file("/tmp")
+
+
+async def test_reading_a_planted_fifo_does_not_hang(sandbox: Sandbox) -> None:
+    fifo = _unique("result.json")
+    assert (await sandbox.exec(["mkfifo", fifo])).exit_code == 0
+    with anyio.fail_after(20), pytest.raises(OSError, match="not a regular file"):
+        await sandbox.read_file(fifo)
 
 
 async def test_upload_folder_and_download_tar(sandbox: Sandbox, tmp_path: Path) -> None:
