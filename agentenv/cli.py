@@ -5,8 +5,8 @@ from __future__ import annotations
 import datetime as dt
 import os
 import shutil
+import signal
 import subprocess
-import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -211,16 +211,9 @@ def gc(
 
 def main() -> None:
     """Entry point of the ``agentenv`` script."""
-    # SIGTERM becomes KeyboardInterrupt, so context managers remove their sandboxes.
-    import signal
-
-    def _interrupt(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
-
+    # SIGTERM takes SIGINT's path: inside the event loop that cancels the main task (so
+    # context managers remove their sandboxes); raising from the handler would interrupt
+    # whatever line happened to run, event-loop internals included.
     if os.name == "posix":
-        signal.signal(signal.SIGTERM, _interrupt)
-    try:
-        app()
-    except KeyboardInterrupt:
-        err.print("interrupted")
-        sys.exit(130)
+        signal.signal(signal.SIGTERM, lambda signum, frame: signal.raise_signal(signal.SIGINT))
+    app()

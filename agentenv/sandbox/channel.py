@@ -105,7 +105,9 @@ class ExecutorChannel:
 
     async def _send(self, header: dict[str, Any], payload: bytes = b"") -> None:
         data = json.dumps(header).encode()
-        await self._stream.send(_FRAME.pack(len(data), len(payload)) + data + payload)
+        await self._stream.send(_FRAME.pack(len(data), len(payload)) + data)
+        if payload:  # separately: no copy of a big payload
+            await self._stream.send(payload)
 
     async def _read(self) -> tuple[dict[str, Any], bytes]:
         hlen, plen = _FRAME.unpack(await self._stream.read_stdout(_FRAME.size))

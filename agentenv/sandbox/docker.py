@@ -53,6 +53,7 @@ _EXEC_GRACE_S = 15.0
 _KEEPALIVE = ["/bin/sh", "-c", "trap 'exit 0' TERM; while :; do sleep 3600 & wait $!; done"]
 _MAX_IDLE_CHANNELS = 4
 _PAUSE_ATTEMPTS = 6
+_FILE_GUARD_S = 300.0  # a file transfer that takes longer means the executor is stuck
 
 
 class DockerSandbox:
@@ -89,6 +90,11 @@ class DockerSandbox:
                 box = cls(engine, container_id, spec, image)
                 try:
                     await engine.run(engine.api.start, container_id)
+                except docker.errors.APIError as e:
+                    await box.close()
+                    raise SandboxError(
+                        f"cannot start a sandbox from {image!r}: {e.explanation or e}"
+                    ) from e
                 except BaseException:
                     await box.close()
                     raise
@@ -284,8 +290,10 @@ class DockerSandbox:
         self._check_usable()
         if self.exec_mode == "fast":
             async with self._channel() as channel:
-                _, data = await channel.request({"op": "read", "path": path})
-                return data
+                with anyio.move_on_after(_FILE_GUARD_S):
+                    _, data = await channel.request({"op": "read", "path": path})
+                    return data
+                raise await self._unavailable(TimeoutError(f"read_file({path!r}) got no answer"))
         script = (
             'if [ ! -e "$1" ]; then exit 3; elif [ -d "$1" ]; then exit 4; '
             'elif [ ! -f "$1" ]; then echo "not a regular file" >&2; exit 5; fi; exec cat -- "$1"'
@@ -301,8 +309,10 @@ class DockerSandbox:
         self._check_usable()
         if self.exec_mode == "fast":
             async with self._channel() as channel:
-                await channel.request({"op": "write", "path": path, "mode": mode}, data)
-                return
+                with anyio.move_on_after(_FILE_GUARD_S):
+                    await channel.request({"op": "write", "path": path, "mode": mode}, data)
+                    return
+                raise await self._unavailable(TimeoutError(f"write_file({path!r}) got no answer"))
         script = 'mkdir -p -- "$(dirname -- "$1")" && cat > "$1" && chmod "$2" "$1"'
         result = await self.exec(
             ["/bin/sh", "-c", script, "sh", path, f"{mode:o}"], stdin=data, timeout=None
@@ -318,15 +328,11 @@ class DockerSandbox:
             raise FileNotFoundError(2, "no such file or folder to upload", str(src))
         made = await self.exec(["mkdir", "-p", "--", dest], timeout=60)
         _raise_file_error(made, dest, {})
-        buf = io.BytesIO()
-        with tarfile.open(fileobj=buf, mode="w") as tar:
-            if src.is_dir():
-                for child in sorted(src.iterdir()):
-                    tar.add(child, arcname=child.name)
-            else:
-                tar.add(src, arcname=src.name)
+        # Built and sent in a worker thread: a big folder would stall the event loop.
         try:
-            await self._engine.run(self._engine.api.put_archive, self.id, dest, buf.getvalue())
+            await self._engine.run(
+                lambda: self._engine.api.put_archive(self.id, dest, _tar_of(src))
+            )
         except docker.errors.APIError as e:
             raise await self._unavailable(e) from e
 
@@ -449,6 +455,17 @@ async def _create_container(engine: Engine, spec: SandboxSpec, image: str) -> st
     except docker.errors.APIError as e:
         raise SandboxError(f"cannot create a sandbox from {image!r}: {e.explanation or e}") from e
     return str(created["Id"])
+
+
+def _tar_of(src: Path) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        if src.is_dir():
+            for child in sorted(src.iterdir()):
+                tar.add(child, arcname=child.name)
+        else:
+            tar.add(src, arcname=src.name)
+    return buf.getvalue()
 
 
 def _describe(e: BaseException) -> str:

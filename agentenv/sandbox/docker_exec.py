@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import time
+import uuid
 
 import anyio
 
@@ -30,11 +31,30 @@ if [ "$1" = shell ]; then
 else
   shift
 fi
-if [ -n "$t" ] && command -v timeout >/dev/null 2>&1; then exec timeout -k 1 "$t" "$@"; fi
+# GNU timeout makes the command's process group (0 disables the limit, not the group).
+if command -v timeout >/dev/null 2>&1; then exec timeout -k 1 "${t:-0}" "$@"; fi
 exec "$@"
+"""
+# Run on cancellation: kill every process whose environment carries this exec's tag (the
+# command, its children, even those that left its process group), with their groups.
+_KILLER = r"""
+for e in /proc/[0-9]*/environ; do
+  if tr '\0' '\n' < "$e" 2>/dev/null | grep -qx "AGENTENV_EXEC=$1"; then
+    p=${e#/proc/}; p=${p%/environ}
+    kill -KILL -"$p" 2>/dev/null; kill -KILL "$p" 2>/dev/null
+  fi
+done
+exit 0
 """
 # Past the command's own timeout, how long we wait before giving up on the stream.
 _GRACE_S = 5.0
+
+
+async def _kill_tagged(engine: Engine, container_id: str, tag: str) -> None:
+    exec_id = await engine.run(
+        engine.api.exec_create, container_id, ["/bin/sh", "-c", _KILLER, "agentenv-kill", tag]
+    )
+    await engine.run(engine.api.exec_start, exec_id)
 
 
 async def run(
@@ -57,6 +77,7 @@ async def run(
     environment = dict(env or {})
     environment["AGENTENV_CWD"] = cwd or ""
     environment["AGENTENV_TIMEOUT"] = f"{timeout:.3f}" if timeout else ""
+    environment["AGENTENV_EXEC"] = tag = uuid.uuid4().hex
     exec_id = await engine.run(
         engine.api.exec_create,
         container_id,
@@ -69,6 +90,7 @@ async def run(
     stream = DockerStream(await engine.run(engine.api.exec_start, exec_id, socket=True))
     out, err = HeadTail(max_output), HeadTail(max_output)
     timed_out = False
+    callback_error: list[BaseException] = []
 
     async def feed(data: bytes) -> None:
         # Concurrently with reading: a command may write a lot before it reads its input.
@@ -92,13 +114,23 @@ async def run(
                             buf.clear()
                             sink.add(chunk)
                             if on_output is not None:
-                                maybe = on_output("stdout" if fd == 1 else "stderr", chunk)
-                                if inspect.isawaitable(maybe):
-                                    await maybe
+                                try:
+                                    maybe = on_output("stdout" if fd == 1 else "stderr", chunk)
+                                    if inspect.isawaitable(maybe):
+                                        await maybe
+                                except Exception as e:  # raised as is below, not grouped
+                                    callback_error.append(e)
+                                    on_output = None
                 tg.cancel_scope.cancel()  # output is over: stop feeding input nobody reads
         timed_out = scope.cancelled_caught
+    except BaseException:
+        with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
+            await _kill_tagged(engine, container_id, tag)
+        raise
     finally:
         stream.close()
+    if callback_error:
+        raise callback_error[0]
     info = await engine.run(engine.api.exec_inspect, exec_id)
     code = info.get("ExitCode")
     if code is None and not timed_out:

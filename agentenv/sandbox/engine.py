@@ -56,6 +56,8 @@ class Engine:
         call = functools.partial(fn, *args, **kwargs)
         try:
             return await anyio.to_thread.run_sync(call, limiter=self.calls)
+        except requests.exceptions.Timeout as e:
+            raise EngineUnavailable(f"the Docker engine did not answer in time: {e}") from e
         except (requests.exceptions.ConnectionError, docker.errors.DockerException) as e:
             if _is_connection_error(e):
                 raise EngineUnavailable(f"lost the Docker engine: {e}. {START_HINT}") from e
@@ -85,6 +87,12 @@ def connect(*, calls: int = 32, creations: int = 4, timeout: float = 120) -> Eng
         raise EngineUnavailable(
             f"cannot reach the Docker engine at {where}: {e}. {START_HINT}"
         ) from e
+    if not client.api.base_url.startswith(("http+docker://localhost", "http://")):
+        # Commands travel over raw attached sockets, which we read without TLS framing.
+        raise EngineUnavailable(
+            f"the Docker engine at {where} is reached over TLS or ssh, which agentenv does not "
+            "support yet; use a local socket or an SSH tunnel to a tcp:// address"
+        )
     version = str(client.api.api_version)
     if _version_tuple(version) < _version_tuple(MIN_API_VERSION):
         raise EngineUnavailable(

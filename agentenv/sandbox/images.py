@@ -51,6 +51,8 @@ async def resolve_image(engine: Engine, image: str, dockerfile: Path | None = No
         return image
     except docker.errors.ImageNotFound:
         tried.append("not present locally")
+    except docker.errors.APIError as e:  # e.g. "invalid reference format"
+        raise ImageUnavailable(f"image {image!r}: {e.explanation or e}") from e
     try:
         await engine.run(engine.client.images.pull, image)
         return image

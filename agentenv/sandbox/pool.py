@@ -15,6 +15,7 @@ from agentenv.sandbox.errors import SandboxError
 from agentenv.sandbox.spec import SandboxSpec
 
 log = structlog.get_logger(__name__)
+_GIVE_UP_AFTER = 3  # consecutive creation failures of one filler
 
 
 class SandboxPool:
@@ -35,6 +36,7 @@ class SandboxPool:
         self._slots = anyio.Semaphore(size)
         self._send, self._receive = anyio.create_memory_object_stream[DockerSandbox](size)
         self._tg: anyio.abc.TaskGroup | None = None
+        self._failure: Exception | None = None
 
     async def __aenter__(self) -> SandboxPool:
         self._engine = self._engine or await get_engine()
@@ -52,7 +54,7 @@ class SandboxPool:
         try:
             if isinstance(e, Exception):
                 # The body's own error: let it out as it is, not wrapped in an ExceptionGroup
-                # (the fill tasks never fail; they are only cancelled here).
+                # (the fill tasks catch their own failures; they are only cancelled here).
                 await self._tg.__aexit__(None, None, None)
             else:
                 await self._tg.__aexit__(et, e, tb)
@@ -64,20 +66,29 @@ class SandboxPool:
                     await box.close()
 
     async def _fill(self) -> None:
-        while True:
+        failures = 0
+        while self._failure is None:
             await self._slots.acquire()
             try:
                 box = await DockerSandbox.create(self.spec, engine=self._engine)
-            except SandboxError as e:
-                log.warning("pool.create_failed", error=str(e))
+            except Exception as e:
                 self._slots.release()
-                await anyio.sleep(1)
+                failures += 1
+                log.warning("pool.create_failed", error=str(e), failures=failures)
+                if failures >= _GIVE_UP_AFTER:
+                    # Tell acquire() instead of retrying forever: the spec itself is bad
+                    # (no such image, no such user) or the engine is gone.
+                    self._failure = e
+                    self._send.close()
+                    return
+                await anyio.sleep(min(0.5 * 2**failures, 10))
                 continue
+            failures = 0
             with anyio.CancelScope(shield=True):
                 try:
                     await box.pause()
                     self._send.send_nowait(box)  # never blocks: one slot per sandbox
-                except SandboxError as e:
+                except (SandboxError, anyio.ClosedResourceError) as e:
                     log.warning("pool.pause_failed", id=box.id[:12], error=str(e))
                     await box.close()
                     self._slots.release()
@@ -91,7 +102,12 @@ class SandboxPool:
         """A running sandbox: a pooled one resumed (milliseconds) when one is ready, else
         the next one to finish creating. Dead pooled sandboxes are skipped."""
         while True:
-            box = await self._receive.receive()
+            try:
+                box = await self._receive.receive()
+            except anyio.EndOfStream:
+                raise SandboxError(
+                    f"the pool cannot create sandboxes: {self._failure}"
+                ) from self._failure
             self._slots.release()
             try:
                 await box.resume()

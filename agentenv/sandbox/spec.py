@@ -123,6 +123,8 @@ class SandboxSpec(BaseModel):
     def _network(cls, value: str) -> str:
         if value == "host":
             raise ValueError("network 'host' would share the host's network; use 'bridge'")
+        if value.startswith("container:"):
+            raise ValueError("network 'container:...' would share another container's network")
         return value
 
     @field_validator("cap_add", mode="before")

@@ -43,7 +43,10 @@ class DockerStream:
             try:
                 sent = self.sock.send(view)
             except BlockingIOError:
-                await anyio.wait_writable(self.sock)
+                try:
+                    await anyio.wait_writable(self.sock)
+                except (anyio.ClosedResourceError, OSError) as e:
+                    raise StreamClosed("closed") from e
                 continue
             except OSError as e:
                 raise StreamClosed(str(e)) from e
@@ -61,7 +64,10 @@ class DockerStream:
             try:
                 data = self.sock.recv(1 << 18)
             except BlockingIOError:
-                await anyio.wait_readable(self.sock)
+                try:
+                    await anyio.wait_readable(self.sock)
+                except (anyio.ClosedResourceError, OSError) as e:
+                    raise StreamClosed("closed") from e
                 continue
             except OSError as e:
                 raise StreamClosed(str(e)) from e
@@ -97,6 +103,9 @@ class DockerStream:
             return
         self.closed = True
         try:
+            # Wakes a task waiting on this socket (a concurrent close() of the sandbox);
+            # closing under it alone would leave it waiting forever.
+            anyio.notify_closing(self.sock)
             self.sock.close()
         finally:
             close = getattr(self._holder, "close", None)

@@ -181,6 +181,18 @@ async def test_output_callback_receives_chunks(sandbox: Sandbox) -> None:
     assert b"".join(d for s, d in seen if s == "stderr") == b"oops\n"
 
 
+async def test_callback_errors_reach_the_caller_unchanged(sandbox: Sandbox) -> None:
+    class Stop(Exception):
+        pass
+
+    def on_output(stream: str, data: bytes) -> None:
+        raise Stop
+
+    with pytest.raises(Stop):
+        await sandbox.exec("echo hi", on_output=on_output)
+    assert (await sandbox.exec("echo after")).stdout == "after\n"
+
+
 async def test_concurrent_commands_run_at_once(sandbox: Sandbox) -> None:
     flag = _unique("go")
     waiter_out: list[str] = []

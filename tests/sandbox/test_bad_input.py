@@ -39,6 +39,7 @@ async def test_unknown_image_names_the_image_and_what_was_tried() -> None:
         ("workdir", "/", "must not be '/'"),
         ("workdir", "relative/dir", "absolute"),
         ("network", "host", "host's network"),
+        ("network", "container:abc", "another container's network"),
         ("cap_add", ["NOT_A_CAP"], "unknown capabilities: NOT_A_CAP"),
         ("labels", {"agentenv.run": "x"}, "are ours"),
         ("executor", "turbo", "'auto', 'fast' or 'docker-exec'"),
@@ -77,6 +78,18 @@ def test_cli_reports_unreachable_engine_without_traceback() -> None:
     assert done.returncode == 1
     assert "cannot reach the Docker engine" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+async def test_malformed_image_name_is_an_image_error() -> None:
+    with pytest.raises(ImageUnavailable, match="Bad Image Name"):
+        await DockerSandbox.create(SandboxSpec(image="Bad Image Name"))
+
+
+async def test_unknown_user_is_a_sandbox_error() -> None:
+    from agentenv.sandbox import SandboxError
+
+    with pytest.raises(SandboxError, match="no-such-user"):
+        await DockerSandbox.create(SandboxSpec(user="no-such-user"))
 
 
 async def test_fast_executor_on_an_image_without_python_is_refused(no_python_image: str) -> None:

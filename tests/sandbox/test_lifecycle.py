@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
+import time
 
 import anyio
 import docker.errors
@@ -11,6 +14,7 @@ import pytest
 
 from agentenv.sandbox import (
     DockerSandbox,
+    SandboxClosed,
     SandboxError,
     SandboxPool,
     SandboxSpec,
@@ -49,8 +53,9 @@ async def test_cancellation_removes_container() -> None:
     assert ids and not await _exists(ids[0])
 
 
-async def test_cancelled_command_leaves_nothing_running() -> None:
-    async with sandbox() as box:
+@pytest.mark.parametrize("exec_path", ["fast", "docker-exec"])
+async def test_cancelled_command_leaves_nothing_running(exec_path: str) -> None:
+    async with sandbox(SandboxSpec(executor=exec_path)) as box:  # type: ignore[arg-type]
         with anyio.move_on_after(0.5):
             await box.exec("sleep 123", timeout=60)
         await anyio.sleep(0.3)
@@ -103,6 +108,25 @@ async def test_container_dying_during_a_command_is_reported(exec_path: str) -> N
         tg.start_soon(kill_soon)
         with anyio.fail_after(30), pytest.raises(SandboxUnavailable):
             await box.exec("sleep 60", timeout=120)
+
+
+async def test_close_during_a_command_ends_it_promptly() -> None:
+    box = await DockerSandbox.create()
+    async with anyio.create_task_group() as tg:
+
+        async def close_soon() -> None:
+            await anyio.sleep(0.5)
+            await box.close()
+
+        tg.start_soon(close_soon)
+        with anyio.fail_after(20), pytest.raises(SandboxClosed):
+            await box.exec("sleep 60", timeout=None)
+
+
+async def test_pool_with_a_bad_spec_says_so_instead_of_waiting() -> None:
+    async with SandboxPool(SandboxSpec(user="no-such-user"), size=1) as pool:
+        with anyio.fail_after(60), pytest.raises(SandboxError, match="no-such-user"):
+            await pool.acquire()
 
 
 async def test_removed_container_is_reported() -> None:
@@ -219,3 +243,22 @@ async def test_pool_survives_a_failed_pause(monkeypatch: pytest.MonkeyPatch) -> 
         finally:
             await box.close()
     assert failures["left"] == 0
+
+
+def test_sigterm_to_the_cli_removes_its_sandbox() -> None:
+    run = f"sigterm-{os.getpid()}"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agentenv", "demo", "--rounds", "100000"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "AGENTENV_RUN_ID": run},
+    )
+    engine = connect()
+    deadline = time.monotonic() + 60
+    while not engine.api.containers(filters={"label": f"{RUN}={run}"}):
+        assert time.monotonic() < deadline and proc.poll() is None, "demo never started"
+        time.sleep(0.1)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=60)
+    assert engine.api.containers(all=True, filters={"label": f"{RUN}={run}"}) == []
