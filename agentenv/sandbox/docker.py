@@ -37,14 +37,13 @@ from agentenv.sandbox.errors import (
     SandboxUnavailable,
 )
 from agentenv.sandbox.images import resolve_image
-from agentenv.sandbox.labels import labels_for
+from agentenv.sandbox.labels import SNAPSHOT_REPOSITORY, labels_for
 from agentenv.sandbox.protocol import DEFAULT_MAX_OUTPUT, ExecResult, OutputCallback, Snapshot
 from agentenv.sandbox.spec import SandboxSpec
 from agentenv.sandbox.stream import StreamClosed
 
 log = structlog.get_logger(__name__)
 
-SNAPSHOT_REPOSITORY = "agentenv/snapshot"
 # How long past a command's own timeout we wait for the executor before suspecting it.
 _EXEC_GRACE_S = 15.0
 # PID 1 is Docker's init (tini), which reaps orphans; this is its one child, idling. The

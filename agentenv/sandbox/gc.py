@@ -57,7 +57,10 @@ def list_ours(engine: Engine) -> list[Leftover]:
         name = (c.get("Names") or ["?"])[0].lstrip("/")
         rows.append(_row("sandbox", c["Id"], name, c.get("State", "?"), c.get("Labels") or {}, now))
     for image in engine.api.images(filters={"label": f"{L.KIND}=snapshot"}):
-        tags = image.get("RepoTags") or ["<untagged>"]
+        tags = [t for t in image.get("RepoTags") or [] if t != "<none>:<none>"]
+        if tags and not any(t.startswith(f"{L.SNAPSHOT_REPOSITORY}:") for t in tags):
+            continue  # built FROM a snapshot by someone: it inherited our labels, it isn't ours
+        tags = tags or ["<untagged>"]
         rows.append(_row("snapshot", image["Id"], tags[0], "image", image.get("Labels") or {}, now))
     return rows
 

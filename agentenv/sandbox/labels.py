@@ -20,6 +20,7 @@ OWNER = "agentenv.owner"
 EXPIRES = "agentenv.expires"
 KIND = "agentenv.kind"  # "sandbox" or "snapshot"
 CREATED = "agentenv.created"
+SNAPSHOT_REPOSITORY = "agentenv/snapshot"  # where snapshot images are tagged
 
 
 def _start_ticks(pid: int) -> str:

@@ -3,6 +3,8 @@ removes exactly those, and nothing without our labels or with a live owner."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import signal
@@ -45,6 +47,10 @@ def test_gc_removes_what_a_killed_runner_left_and_nothing_else() -> None:
     # Still there after the kill: nothing cleaned up after a SIGKILL.
     for cid in leaked["containers"]:
         assert engine.api.inspect_container(cid)["State"]["Running"]
+    # Someone builds on the snapshot: the image inherits our labels but is not ours.
+    derived = f"agentenv-test/derived:{run}"
+    dockerfile = io.BytesIO(f"FROM {leaked['image']}\nRUN touch /derived\n".encode())
+    engine.client.images.build(fileobj=dockerfile, tag=derived, rm=True)
     stranger = engine.api.create_container(
         "agentenv/base:bookworm", ["sleep", "300"], labels={"other": "app"}
     )
@@ -69,12 +75,18 @@ def test_gc_removes_what_a_killed_runner_left_and_nothing_else() -> None:
         for cid in leaked["containers"]:
             with pytest.raises(docker.errors.NotFound):
                 engine.api.inspect_container(cid)
+        assert engine.api.inspect_container(stranger["Id"])["State"]["Running"]
+        assert engine.api.inspect_image(derived)  # built FROM a snapshot: kept
+        # ...and Docker keeps the snapshot as its parent; once the child goes, gc takes it.
+        engine.api.remove_image(derived, force=True)
+        assert _cli("gc").returncode == 0
         with pytest.raises(docker.errors.ImageNotFound):
             engine.api.inspect_image(leaked["image"])
-        assert engine.api.inspect_container(stranger["Id"])["State"]["Running"]
         assert engine.api.containers(all=True, filters={"label": f"{RUN}={run}"}) == []
     finally:
         engine.api.remove_container(stranger["Id"], force=True)
+        with contextlib.suppress(docker.errors.ImageNotFound):
+            engine.api.remove_image(derived, force=True)
 
 
 def test_live_owner_is_kept_and_expiry_is_honoured() -> None:
