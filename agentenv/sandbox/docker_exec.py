@@ -138,6 +138,8 @@ async def run(
     elapsed = time.monotonic() - started
     if timeout and (code in (124, 137) and elapsed >= timeout * 0.95):
         timed_out = True
+    if timed_out:  # `timeout` killed its group; offspring that left it carry the tag
+        await _kill_tagged(engine, container_id, tag)
     return ExecResult(
         exit_code=124 if code is None else int(code),
         stdout_bytes=out.value(),

@@ -148,13 +148,32 @@ def _descendants(root):
     return out
 
 
-def kill_tree(pid):
-    """SIGKILL a command's whole tree: its process group and every descendant, even those
-    that moved to a group of their own. Repeats while new processes keep appearing (a fork
-    bomb forks while we kill)."""
+def _tagged(tag):
+    """Processes whose environment carries ``AGENTENV_EXEC=<tag>``: a command's offspring
+    even after they left its tree (double fork, setsid) and were adopted by PID 1."""
+    if not tag:
+        return []
+    needle = ("AGENTENV_EXEC=%s\0" % tag).encode()
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open("/proc/%s/environ" % name, "rb") as f:
+                    if needle in f.read():
+                        found.append(int(name))
+            except OSError:
+                continue
+    return found
+
+
+def kill_tree(pid, tag=None):
+    """SIGKILL a command's whole tree: its process group, every descendant (even those that
+    moved to a group of their own) and every process carrying its tag. Repeats while new
+    processes keep appearing (a fork bomb forks while we kill)."""
     for _ in range(50):
-        victims = _descendants(pid)
-        for target in [pid, *victims]:
+        victims = set(_descendants(pid)) | set(_tagged(tag))
+        victims.discard(os.getpid())
+        for target in [pid, *sorted(victims)]:
             try:
                 os.killpg(target, signal.SIGKILL)
             except OSError:
@@ -222,6 +241,8 @@ def do_exec(req, stdin_data, inp):
     cwd = req.get("cwd")
     env = dict(os.environ)
     env.update(req.get("env") or {})
+    tag = "%d-%d" % (os.getpid(), int(time.time() * 1e6))
+    env["AGENTENV_EXEC"] = tag
     if cwd and not os.path.isdir(cwd):
         err.add(("agentenv: working directory %r does not exist\n" % cwd).encode())
         return _result(1, out, err, started)
@@ -259,7 +280,7 @@ def do_exec(req, stdin_data, inp):
         if exited_at is not None and (not open_fds or now - exited_at > _LINGER_S):
             break
         if deadline is not None and now >= deadline and not timed_out:
-            kill_tree(proc.pid)
+            kill_tree(proc.pid, tag)
             timed_out = True
         wait = 0.05
         if deadline is not None and not timed_out:
@@ -269,7 +290,7 @@ def do_exec(req, stdin_data, inp):
             if fd == inp.fd:
                 inp.fill()
                 if inp.eof:  # the host went away (cancelled): leave nothing behind
-                    kill_tree(proc.pid)
+                    kill_tree(proc.pid, tag)
                     sys.exit(0)
                 continue
             data = os.read(fd, _CHUNK)
@@ -283,7 +304,7 @@ def do_exec(req, stdin_data, inp):
     proc.stdout.close()
     proc.stderr.close()
     if timed_out:
-        kill_tree(proc.pid)
+        kill_tree(proc.pid, tag)
     code = proc.wait()
     if code < 0:
         code = 128 - code  # shell convention: killed by signal N -> 128 + N

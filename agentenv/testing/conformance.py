@@ -130,6 +130,14 @@ async def test_timeout_holds_after_the_command_closes_its_output(sandbox: Sandbo
     assert left.stdout.strip() == ""
 
 
+async def test_timeout_kills_offspring_that_left_the_tree(sandbox: Sandbox) -> None:
+    # The subshell exits at once, so `sleep 304` is adopted by PID 1 in a session of its own.
+    result = await sandbox.exec("(setsid sleep 304 &); sleep 300", timeout=1)
+    assert result.timed_out
+    left = await sandbox.exec("ps -eo args | grep -E '^sleep 30[04]' || true")
+    assert left.stdout.strip() == ""
+
+
 async def test_sandbox_usable_after_timeout(sandbox: Sandbox) -> None:
     assert (await sandbox.exec("sleep 5", timeout=0.5)).timed_out
     assert (await sandbox.exec("echo still here")).stdout == "still here\n"
