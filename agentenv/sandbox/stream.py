@@ -9,12 +9,15 @@ no thread hand-offs, and no pipe is ever left undrained (SWE-ReX#261).
 from __future__ import annotations
 
 import contextlib
+import functools
 import socket
 import struct
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 import anyio
 
+T = TypeVar("T")
 _HEADER = struct.Struct(">BxxxI")
 STDOUT, STDERR = 1, 2
 
@@ -36,20 +39,24 @@ class DockerStream:
         self.stderr = bytearray()
         self.closed = False
 
+    async def _io(self, op: Callable[[], T], wait: Callable[[socket.socket], Awaitable[None]]) -> T:
+        """Run a non-blocking socket operation, waiting on the event loop until it can."""
+        while True:
+            try:
+                return op()
+            except BlockingIOError:
+                try:
+                    await wait(self.sock)
+                except (anyio.ClosedResourceError, OSError) as e:  # closed under us
+                    raise StreamClosed("closed") from e
+            except OSError as e:
+                raise StreamClosed(str(e)) from e
+
     async def send(self, data: bytes) -> None:
         """Write all of ``data`` to the process's stdin."""
         view = memoryview(data)
         while view:
-            try:
-                sent = self.sock.send(view)
-            except BlockingIOError:
-                try:
-                    await anyio.wait_writable(self.sock)
-                except (anyio.ClosedResourceError, OSError) as e:
-                    raise StreamClosed("closed") from e
-                continue
-            except OSError as e:
-                raise StreamClosed(str(e)) from e
+            sent = await self._io(functools.partial(self.sock.send, view), anyio.wait_writable)
             view = view[sent:]
 
     def shutdown_stdin(self) -> None:
@@ -60,22 +67,12 @@ class DockerStream:
     async def receive(self) -> int:
         """Wait for more output; returns the number of bytes that arrived. Raises
         :class:`StreamClosed` at end of stream."""
-        while True:
-            try:
-                data = self.sock.recv(1 << 18)
-            except BlockingIOError:
-                try:
-                    await anyio.wait_readable(self.sock)
-                except (anyio.ClosedResourceError, OSError) as e:
-                    raise StreamClosed("closed") from e
-                continue
-            except OSError as e:
-                raise StreamClosed(str(e)) from e
-            if not data:
-                raise StreamClosed("end of stream")
-            self._raw += data
-            self._demux()
-            return len(data)
+        data = await self._io(lambda: self.sock.recv(1 << 18), anyio.wait_readable)
+        if not data:
+            raise StreamClosed("end of stream")
+        self._raw += data
+        self._demux()
+        return len(data)
 
     def _demux(self) -> None:
         raw = self._raw
