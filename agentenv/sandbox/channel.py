@@ -83,10 +83,10 @@ class ExecutorChannel:
         )
         sock = await engine.run(engine.api.exec_start, exec_id, socket=True)
         channel = cls(DockerStream(sock))
-        await channel.handshake()
+        await channel._handshake()
         return channel
 
-    async def handshake(self) -> None:
+    async def _handshake(self) -> None:
         """Send the executor its source and wait for it to answer a ping; raises
         :class:`ExecutorGone` when it cannot run (no ``python3``)."""
         try:

@@ -1,10 +1,9 @@
 """The in-sandbox executor: a long-lived stdlib-only program that runs commands on request.
 
-Its source is sent over stdin to a tiny ``python3 -c`` bootstrap, so nothing has to be
-installed in the image. The first executor of a sandbox is started by the container's
-entrypoint and reached through ``docker attach``; more (for concurrent commands, or after
-one died) are started with ``docker exec``. It talks to the host over its stdin/stdout with
-length-prefixed frames::
+It is started with ``docker exec`` and its source is sent over stdin to a tiny
+``python3 -c`` bootstrap, so nothing has to be installed in the image. It makes itself
+non-dumpable so that no process in the sandbox can open its pipes through ``/proc``, and
+talks to the host over its stdin/stdout with length-prefixed frames::
 
     frame = struct(">II", len(header_json), len(payload)) + header_json + payload
 
