@@ -300,6 +300,21 @@ def do_exec(req, stdin_data, inp):
             sink.add(data)
             if stream:
                 _write_frame({"type": "chunk", "fd": which}, data)
+    # Whatever the command wrote before it exited is still in the pipes if we were slow
+    # (starved of CPU): take it, without waiting for writers that live on in the background.
+    for fd in open_fds:
+        os.set_blocking(fd, False)
+        which, sink = pipes[fd]
+        for _ in range(64):
+            try:
+                data = os.read(fd, _CHUNK)
+            except BlockingIOError:
+                break
+            if not data:
+                break
+            sink.add(data)
+            if stream:
+                _write_frame({"type": "chunk", "fd": which}, data)
     proc.stdout.close()
     proc.stderr.close()
     if timed_out:

@@ -143,6 +143,18 @@ async def test_sandbox_usable_after_timeout(sandbox: Sandbox) -> None:
     assert (await sandbox.exec("echo still here")).stdout == "still here\n"
 
 
+async def test_background_writer_does_not_hold_the_command(sandbox: Sandbox) -> None:
+    # The background loop inherits stdout and never stops writing; the call still returns.
+    script = "sh -c 'while :; do echo bg-noise; sleep 0.01; done' & echo main"
+    try:
+        result = await sandbox.exec(script, timeout=20)
+        assert not result.timed_out
+        assert result.exit_code == 0
+        assert "main" in result.stdout
+    finally:
+        await sandbox.exec("pkill -f 'echo bg-noise' || true")
+
+
 async def test_large_output_is_capped_keeping_head_and_tail(sandbox: Sandbox) -> None:
     result = await sandbox.exec("seq 1 400000", max_output=64 * 1024)  # ~2.6 MB
     assert result.truncated
