@@ -108,7 +108,6 @@ class SandboxPool:
                 raise SandboxError(
                     f"the pool cannot create sandboxes: {self._failure}"
                 ) from self._failure
-            self._slots.release()
             try:
                 await box.resume()
                 return box
@@ -119,3 +118,7 @@ class SandboxPool:
                 with anyio.CancelScope(shield=True):
                     await box.close()
                 raise
+            finally:
+                # Only now may the refill start creating: a container start takes both
+                # cores for a moment, and the caller's resume should not wait behind it.
+                self._slots.release()
