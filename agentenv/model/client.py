@@ -1,0 +1,139 @@
+"""An OpenAI-compatible chat model on the ``openai`` SDK's async client, always streaming.
+
+It assembles K3's stream as ``K3_PROTOCOL.md`` describes: ``reasoning_content`` deltas (or
+``reasoning``), content, and tool calls keyed by index (id and name once, arguments in
+fragments); usage from the last chunk(s), cached tokens from either place they appear.
+The SDK's own retries are off: retrying is the caller's policy, in one place.
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from openai import AsyncOpenAI
+
+from agentenv.model.types import K3_PRICE, Completion, Price, StreamEvent, ToolCall, Usage
+
+EventCallback = Callable[[StreamEvent], Awaitable[None] | None]
+
+
+class OpenAIChatModel:
+    """A chat model at an OpenAI-compatible endpoint (Moonshot's API, vLLM, SGLang, or the
+    local :class:`~agentenv.model.server.K3Server`)."""
+
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        api_key: str,
+        model: str = "kimi-k3",
+        price: Price = K3_PRICE,
+        max_completion_tokens: int = 32_768,
+        timeout_s: float = 600.0,
+        extra_body: dict[str, Any] | None = None,
+    ):
+        self.model = model
+        self.price = price
+        self.max_completion_tokens = max_completion_tokens
+        self.extra_body = extra_body or {}
+        self._client = AsyncOpenAI(
+            base_url=base_url, api_key=api_key, max_retries=0, timeout=timeout_s
+        )
+
+    async def aclose(self) -> None:
+        """Close the HTTP connections."""
+        await self._client.close()
+
+    async def complete(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None = None,
+        *,
+        on_event: EventCallback | None = None,
+    ) -> Completion:
+        """Stream one assistant turn and return it assembled, with usage and cost."""
+        started = time.monotonic()
+        kwargs: dict[str, Any] = {
+            "model": self.model,
+            "messages": messages,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "max_completion_tokens": self.max_completion_tokens,
+        }
+        if tools:
+            kwargs["tools"] = tools
+        if self.extra_body:
+            kwargs["extra_body"] = self.extra_body
+        stream = await self._client.chat.completions.create(**kwargs)
+        out = Completion(model=self.model)
+        calls: dict[int, ToolCall] = {}
+        usage: Any = None
+
+        async def emit(event: StreamEvent) -> None:
+            if on_event is not None:
+                maybe = on_event(event)
+                if inspect.isawaitable(maybe):
+                    await maybe
+
+        async for chunk in stream:
+            out.response_id = out.response_id or chunk.id
+            usage = chunk.usage or usage  # a repeated trailing usage chunk: keep the last
+            for choice in chunk.choices:
+                usage = getattr(choice, "usage", None) or usage
+                delta = choice.delta
+                reasoning = getattr(delta, "reasoning_content", None) or getattr(
+                    delta, "reasoning", None
+                )
+                if reasoning or delta.content or delta.tool_calls:
+                    out.ttft_s = (
+                        out.ttft_s if out.ttft_s is not None else time.monotonic() - started
+                    )
+                if reasoning:
+                    out.reasoning_content += reasoning
+                    await emit(StreamEvent(kind="reasoning", text=reasoning))
+                if delta.content:
+                    out.content += delta.content
+                    await emit(StreamEvent(kind="content", text=delta.content))
+                for tc in delta.tool_calls or []:
+                    call = calls.get(tc.index)
+                    if call is None:
+                        call = calls[tc.index] = ToolCall(
+                            id=tc.id or "", name=(tc.function.name if tc.function else None) or ""
+                        )
+                        await emit(StreamEvent(kind="tool_call_started", tool_call=call))
+                    if tc.id and not call.id:
+                        call.id = tc.id
+                    if tc.function is not None:
+                        if tc.function.name and not call.name:
+                            call.name = tc.function.name
+                        call.arguments += tc.function.arguments or ""
+                if choice.finish_reason:
+                    out.finish_reason = choice.finish_reason
+        out.tool_calls = [calls[i] for i in sorted(calls)]
+        for call in out.tool_calls:
+            await emit(StreamEvent(kind="tool_call_finished", tool_call=call))
+        out.usage = _usage(usage)
+        out.cost_usd = self.price.cost(out.usage)
+        out.latency_s = time.monotonic() - started
+        await emit(StreamEvent(kind="usage", usage=out.usage))
+        return out
+
+
+def _usage(raw: Any) -> Usage:
+    if raw is None:
+        return Usage()
+    details = getattr(raw, "prompt_tokens_details", None)
+    cached = getattr(details, "cached_tokens", None) if details is not None else None
+    if cached is None:
+        cached = getattr(raw, "cached_tokens", None)
+    out_details = getattr(raw, "completion_tokens_details", None)
+    reasoning = getattr(out_details, "reasoning_tokens", None) if out_details is not None else None
+    return Usage(
+        prompt_tokens=raw.prompt_tokens or 0,
+        cached_tokens=cached or 0,
+        completion_tokens=raw.completion_tokens or 0,
+        reasoning_tokens=reasoning or 0,
+    )

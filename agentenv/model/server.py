@@ -1,0 +1,290 @@
+"""A K3-compatible chat-completions server on loopback, for tests and for users who want to
+exercise their environments without a key.
+
+It speaks the wire format of ``K3_PROTOCOL.md``: streamed ``reasoning_content`` deltas, then
+content, then tool calls split across chunks by index, a final usage chunk (``choices: []``)
+with cached tokens computed from the prefix shared with the previous request, the 400 for an
+assistant tool-call message without its ``reasoning_content``, and the context-overflow 400.
+Answers come from a script of turns. Every request body is recorded, so tests can assert on
+what the client really sent.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+from typing import Any
+
+from pydantic import BaseModel
+
+MODEL = "kimi-k3"
+CONTEXT_WINDOW = 1_048_576
+
+
+class ScriptedToolCall(BaseModel):
+    """A tool call the server will make; ``arguments`` is sent verbatim (it may be invalid
+    JSON, to test how the client copes)."""
+
+    name: str
+    arguments: str = "{}"
+
+
+class ScriptedTurn(BaseModel):
+    """One answer of the script."""
+
+    reasoning: str = ""
+    content: str = ""
+    tool_calls: list[ScriptedToolCall] = []
+
+
+def count_tokens(text: str) -> int:
+    """A stand-in tokenizer: about four bytes a token, as for English text."""
+    return (len(text.encode()) + 3) // 4
+
+
+def _canonical(body: dict[str, Any]) -> str:
+    return json.dumps(
+        {"tools": body.get("tools"), "messages": body.get("messages")}, sort_keys=True
+    )
+
+
+def _missing_reasoning(messages: list[dict[str, Any]]) -> int | None:
+    for i, m in enumerate(messages):
+        if m.get("role") == "assistant" and m.get("tool_calls") and not m.get("reasoning_content"):
+            return i
+    return None
+
+
+class K3Server:
+    """Serves ``/v1/chat/completions`` and ``/v1/models`` on 127.0.0.1 from a script.
+
+    ``script`` is a list of turns, answered in order (the last one repeats), or a function
+    from the request body to a turn. Use as a context manager; ``base_url`` is what the
+    ``openai`` client wants.
+    """
+
+    def __init__(
+        self,
+        script: list[ScriptedTurn] | Callable[[dict[str, Any]], ScriptedTurn],
+        *,
+        model: str = MODEL,
+        context_window: int = CONTEXT_WINDOW,
+        chunk_chars: int = 16,
+    ):
+        self.script = script
+        self.model = model
+        self.context_window = context_window
+        self.chunk_chars = chunk_chars
+        self.requests: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        self._previous = ""
+        self._turn = 0
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        """``http://127.0.0.1:PORT/v1``."""
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host!s}:{port}/v1"
+
+    def __enter__(self) -> K3Server:
+        self._thread.start()
+        return self
+
+    def __exit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+    # -- answering -------------------------------------------------------------------------
+
+    def _next_turn(self, body: dict[str, Any]) -> ScriptedTurn:
+        if callable(self.script):
+            return self.script(body)
+        turn = self.script[min(self._turn, len(self.script) - 1)]
+        self._turn += 1
+        return turn
+
+    def answer(self, body: dict[str, Any]) -> tuple[int, dict[str, Any] | ScriptedTurn, int, int]:
+        """Validate and account one request: (status, error body or turn, prompt, cached)."""
+        with self._lock:
+            self.requests.append(body)
+            index = _missing_reasoning(body.get("messages") or [])
+            if index is not None:
+                return (
+                    400,
+                    _error(
+                        "thinking is enabled but reasoning_content is missing in assistant tool "
+                        f"call message at index {index}"
+                    ),
+                    0,
+                    0,
+                )
+            text = _canonical(body)
+            prompt = count_tokens(text)
+            if prompt > self.context_window:
+                return (
+                    400,
+                    _error(
+                        f"Invalid request: Your request exceeded model token limit: {prompt} > "
+                        f"{self.context_window}"
+                    ),
+                    0,
+                    0,
+                )
+            shared = 0
+            for a, b in zip(text, self._previous, strict=False):
+                if a != b:
+                    break
+                shared += 1
+            self._previous = text
+            return 200, self._next_turn(body), prompt, shared // 4
+
+    def chunks(self, turn: ScriptedTurn, prompt: int, cached: int) -> Iterator[dict[str, Any]]:
+        """The streamed chunks of one turn, usage last."""
+        rid, created = f"chatcmpl-{uuid.uuid4().hex[:16]}", int(time.time())
+
+        def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+            return {
+                "id": rid,
+                "object": "chat.completion.chunk",
+                "created": created,
+                "model": self.model,
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+            }
+
+        yield chunk({"role": "assistant", "content": ""})
+        for piece in _pieces(turn.reasoning, self.chunk_chars):
+            yield chunk({"reasoning_content": piece})
+        for piece in _pieces(turn.content, self.chunk_chars):
+            yield chunk({"content": piece})
+        for i, call in enumerate(turn.tool_calls):
+            head = {"index": i, "id": f"functions.{call.name}:{i}", "type": "function"}
+            yield chunk(
+                {"tool_calls": [{**head, "function": {"name": call.name, "arguments": ""}}]}
+            )
+            for piece in _pieces(call.arguments, self.chunk_chars):
+                yield chunk({"tool_calls": [{"index": i, "function": {"arguments": piece}}]})
+        yield chunk({}, "tool_calls" if turn.tool_calls else "stop")
+        reasoning = count_tokens(turn.reasoning)
+        out = reasoning + count_tokens(turn.content + "".join(c.arguments for c in turn.tool_calls))
+        yield {
+            "id": rid,
+            "object": "chat.completion.chunk",
+            "created": created,
+            "model": self.model,
+            "choices": [],
+            "usage": {
+                "prompt_tokens": prompt,
+                "completion_tokens": out,
+                "total_tokens": prompt + out,
+                "cached_tokens": cached,
+                "prompt_tokens_details": {"cached_tokens": cached},
+                "completion_tokens_details": {"reasoning_tokens": reasoning},
+            },
+        }
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:  # quiet
+                pass
+
+            def _json(self, status: int, body: dict[str, Any]) -> None:
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self) -> None:
+                if self.path.rstrip("/") == "/v1/models":
+                    self._json(
+                        200, {"object": "list", "data": [{"id": server.model, "object": "model"}]}
+                    )
+                else:
+                    self._json(404, _error(f"no route {self.path}", "not_found_error"))
+
+            def do_POST(self) -> None:
+                if self.path.rstrip("/") != "/v1/chat/completions":
+                    self._json(404, _error(f"no route {self.path}", "not_found_error"))
+                    return
+                try:
+                    body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+                except (ValueError, json.JSONDecodeError) as e:
+                    self._json(400, _error(f"invalid JSON body: {e}"))
+                    return
+                status, result, prompt, cached = server.answer(body)
+                if not isinstance(result, ScriptedTurn):
+                    self._json(status, result)
+                    return
+                chunks = list(server.chunks(result, prompt, cached))
+                if not body.get("stream"):
+                    self._json(200, _as_completion(chunks))
+                    return
+                self.send_response(HTTPStatus.OK)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Cache-Control", "no-cache")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                for c in chunks:
+                    self.wfile.write(f"data: {json.dumps(c)}\n\n".encode())
+                    self.wfile.flush()
+                self.wfile.write(b"data: [DONE]\n\n")
+                self.wfile.flush()
+                self.close_connection = True
+
+        return Handler
+
+
+def _pieces(text: str, size: int) -> Iterator[str]:
+    for i in range(0, len(text), size):
+        yield text[i : i + size]
+
+
+def _error(message: str, kind: str = "invalid_request_error") -> dict[str, Any]:
+    return {"error": {"message": message, "type": kind}}
+
+
+def _as_completion(chunks: list[dict[str, Any]]) -> dict[str, Any]:
+    """The non-streamed answer, assembled from the same chunks."""
+    message: dict[str, Any] = {"role": "assistant", "content": "", "reasoning_content": ""}
+    calls: dict[int, dict[str, Any]] = {}
+    finish, usage = None, None
+    for c in chunks:
+        usage = c.get("usage") or usage
+        for choice in c["choices"]:
+            delta = choice["delta"]
+            message["content"] += delta.get("content") or ""
+            message["reasoning_content"] += delta.get("reasoning_content") or ""
+            for tc in delta.get("tool_calls") or []:
+                slot = calls.setdefault(
+                    tc["index"], {"type": "function", "function": {"arguments": ""}}
+                )
+                slot.setdefault("id", tc.get("id"))
+                if "name" in tc.get("function", {}):
+                    slot["function"]["name"] = tc["function"]["name"]
+                slot["function"]["arguments"] += tc.get("function", {}).get("arguments", "")
+            finish = choice.get("finish_reason") or finish
+    if calls:
+        message["tool_calls"] = [calls[i] for i in sorted(calls)]
+    return {
+        "id": chunks[0]["id"],
+        "object": "chat.completion",
+        "created": chunks[0]["created"],
+        "model": chunks[0]["model"],
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+        "usage": usage,
+    }

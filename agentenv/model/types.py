@@ -1,0 +1,71 @@
+"""Plain data at the model seam: usage, prices, tool calls, a completed turn, stream events."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel
+
+
+class Usage(BaseModel):
+    """Tokens of one request. ``cached_tokens`` is the part of ``prompt_tokens`` served from
+    the provider's prefix cache; ``reasoning_tokens`` is part of ``completion_tokens``."""
+
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+    completion_tokens: int = 0
+    reasoning_tokens: int = 0
+
+
+class Price(BaseModel):
+    """Dollars per million tokens. Prices are data, not code."""
+
+    input: float
+    cached_input: float
+    output: float
+
+    def cost(self, usage: Usage) -> float:
+        """What ``usage`` costs: uncached input, cached input and output (reasoning included)."""
+        uncached = max(0, usage.prompt_tokens - usage.cached_tokens)
+        return (
+            uncached * self.input
+            + usage.cached_tokens * self.cached_input
+            + usage.completion_tokens * self.output
+        ) / 1e6
+
+
+K3_PRICE = Price(input=3.00, cached_input=0.30, output=15.00)
+
+
+class ToolCall(BaseModel):
+    """One tool call as the model made it; ``arguments`` is the raw JSON text, which may be
+    malformed (the loop reports that back to the model)."""
+
+    id: str
+    name: str
+    arguments: str = ""
+
+
+class Completion(BaseModel):
+    """One assistant turn, assembled from the stream."""
+
+    content: str = ""
+    reasoning_content: str = ""
+    tool_calls: list[ToolCall] = []
+    finish_reason: str | None = None
+    usage: Usage = Usage()
+    cost_usd: float = 0.0
+    ttft_s: float | None = None
+    latency_s: float = 0.0
+    response_id: str | None = None
+    model: str | None = None
+
+
+class StreamEvent(BaseModel):
+    """Something that happened while a completion streamed; renderers and RL code subscribe
+    to the same events."""
+
+    kind: Literal["reasoning", "content", "tool_call_started", "tool_call_finished", "usage"]
+    text: str = ""
+    tool_call: ToolCall | None = None
+    usage: Usage | None = None
