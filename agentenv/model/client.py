@@ -8,16 +8,70 @@ The SDK's own retries are off: retrying is the caller's policy, in one place.
 
 from __future__ import annotations
 
+import email.utils
 import inspect
+import random
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import openai
+import structlog
 from openai import AsyncOpenAI
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    retry_if_exception_type,
+    stop_after_attempt,
+)
 
 from agentenv.model.types import K3_PRICE, Completion, Price, StreamEvent, ToolCall, Usage
 
 EventCallback = Callable[[StreamEvent], Awaitable[None] | None]
+log = structlog.get_logger(__name__)
+
+# Transient: rate limits, server errors, timeouts, dropped or cut connections. Never 400s
+# (the request is wrong) or 401/403 (the account is): retrying cannot help those.
+RETRYABLE: tuple[type[BaseException], ...] = (
+    openai.RateLimitError,
+    openai.InternalServerError,
+    openai.APITimeoutError,
+    openai.APIConnectionError,
+)
+_OVERFLOW = ("exceeded model token limit", "input token length too long", "maximum context length")
+
+
+class StreamCut(Exception):
+    """The stream ended without a finish reason: the connection dropped mid-answer."""
+
+
+class ContextOverflow(Exception):
+    """The conversation no longer fits the model's context window: the episode ends with
+    stop reason ``context_length``; retrying cannot help."""
+
+
+def retry_after_s(error: BaseException) -> float | None:
+    """The server's own wait hint on a 429/503: ``retry-after-ms``, ``Retry-After`` (seconds
+    or an HTTP date) or ``X-RateLimit-Reset`` (seconds)."""
+    response = getattr(error, "response", None)
+    headers = getattr(response, "headers", None)
+    if not headers:
+        return None
+    try:
+        if "retry-after-ms" in headers:
+            return float(headers["retry-after-ms"]) / 1000
+        if "retry-after" in headers:
+            value = headers["retry-after"]
+            try:
+                return float(value)
+            except ValueError:
+                when = email.utils.parsedate_to_datetime(value)
+                return max(0.0, when.timestamp() - time.time())
+        if "x-ratelimit-reset" in headers:
+            return float(headers["x-ratelimit-reset"])
+    except (TypeError, ValueError):
+        return None
+    return None
 
 
 class OpenAIChatModel:
@@ -34,11 +88,17 @@ class OpenAIChatModel:
         max_completion_tokens: int = 32_768,
         timeout_s: float = 600.0,
         extra_body: dict[str, Any] | None = None,
+        max_attempts: int = 6,
+        backoff_initial_s: float = 1.0,
+        backoff_max_s: float = 60.0,
     ):
         self.model = model
         self.price = price
         self.max_completion_tokens = max_completion_tokens
         self.extra_body = extra_body or {}
+        self.max_attempts = max_attempts
+        self._backoff_initial_s = backoff_initial_s
+        self._backoff_max_s = backoff_max_s
         self._client = AsyncOpenAI(
             base_url=base_url, api_key=api_key, max_retries=0, timeout=timeout_s
         )
@@ -54,7 +114,45 @@ class OpenAIChatModel:
         *,
         on_event: EventCallback | None = None,
     ) -> Completion:
-        """Stream one assistant turn and return it assembled, with usage and cost."""
+        """Stream one assistant turn and return it assembled, with usage, cost and the number
+        of retries it took. Transient failures are retried with capped, jittered exponential
+        backoff (at least what ``Retry-After`` asks); a context overflow raises
+        :class:`ContextOverflow`; other errors (400, 401, 403) are raised at once."""
+        attempts = AsyncRetrying(
+            retry=retry_if_exception_type((*RETRYABLE, StreamCut)),
+            stop=stop_after_attempt(self.max_attempts),
+            wait=self._wait,
+            before_sleep=_log_retry,
+            reraise=True,
+        )
+        retries = -1
+        async for attempt in attempts:
+            with attempt:
+                retries += 1
+                try:
+                    done = await self._complete_once(messages, tools, on_event)
+                except openai.BadRequestError as e:
+                    if any(marker in str(e).lower() for marker in _OVERFLOW):
+                        raise ContextOverflow(str(e)) from e
+                    raise
+        done.retries = retries
+        return done
+
+    def _wait(self, state: RetryCallState) -> float:
+        # Capped exponential backoff with jitter, but never less than the server asked for.
+        exponent = min(state.attempt_number - 1, 30)
+        backoff = min(self._backoff_max_s, self._backoff_initial_s * 2.0**exponent)
+        backoff += random.uniform(0, self._backoff_initial_s)
+        error = state.outcome.exception() if state.outcome else None
+        hint = retry_after_s(error) if error is not None else None
+        return max(backoff, hint) if hint is not None else backoff
+
+    async def _complete_once(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None,
+        on_event: EventCallback | None,
+    ) -> Completion:
         started = time.monotonic()
         kwargs: dict[str, Any] = {
             "model": self.model,
@@ -112,6 +210,8 @@ class OpenAIChatModel:
                         call.arguments += tc.function.arguments or ""
                 if choice.finish_reason:
                     out.finish_reason = choice.finish_reason
+        if out.finish_reason is None:
+            raise StreamCut(f"stream of {out.response_id} ended without a finish reason")
         out.tool_calls = [calls[i] for i in sorted(calls)]
         for call in out.tool_calls:
             await emit(StreamEvent(kind="tool_call_finished", tool_call=call))
@@ -120,6 +220,13 @@ class OpenAIChatModel:
         out.latency_s = time.monotonic() - started
         await emit(StreamEvent(kind="usage", usage=out.usage))
         return out
+
+
+def _log_retry(state: RetryCallState) -> None:
+    error = state.outcome.exception() if state.outcome else None
+    log.warning(
+        "model.retry", attempt=state.attempt_number, error=f"{type(error).__name__}: {error}"
+    )
 
 
 def _usage(raw: Any) -> Usage:

@@ -12,6 +12,7 @@ what the client really sent.
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 import uuid
@@ -19,7 +20,7 @@ from collections.abc import Callable, Iterator
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel
 
@@ -33,6 +34,16 @@ class ScriptedToolCall(BaseModel):
 
     name: str
     arguments: str = "{}"
+
+
+class Fault(BaseModel):
+    """A failure to inject into one request: an HTTP error (429 with ``retry_after_s``,
+    500, 503), a ``stall`` (no answer for ``stall_s``), or a ``cut`` stream (the connection
+    drops after a few chunks)."""
+
+    kind: Literal["429", "500", "503", "stall", "cut"]
+    retry_after_s: float = 0.05
+    stall_s: float = 30.0
 
 
 class ScriptedTurn(BaseModel):
@@ -76,11 +87,13 @@ class K3Server:
         model: str = MODEL,
         context_window: int = CONTEXT_WINDOW,
         chunk_chars: int = 16,
+        faults: list[Fault | None] | None = None,
     ):
         self.script = script
         self.model = model
         self.context_window = context_window
         self.chunk_chars = chunk_chars
+        self.faults = list(faults or [])  # one per request, in order; None: answer normally
         self.requests: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         self._previous = ""
@@ -209,6 +222,27 @@ class K3Server:
                 self.end_headers()
                 self.wfile.write(data)
 
+            def _fault(self, fault: Fault) -> None:
+                if fault.kind == "stall":
+                    time.sleep(fault.stall_s)
+                    self.close_connection = True
+                    return
+                if fault.kind == "429":
+                    data = json.dumps(
+                        _error("Your account is rate limited", "rate_limit_reached_error")
+                    ).encode()
+                    self.send_response(429)
+                    self.send_header("Retry-After", f"{fault.retry_after_s:g}")
+                else:
+                    data = json.dumps(
+                        _error("engine is currently overloaded", "server_error")
+                    ).encode()
+                    self.send_response(int(fault.kind))
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
             def do_GET(self) -> None:
                 if self.path.rstrip("/") == "/v1/models":
                     self._json(
@@ -226,6 +260,12 @@ class K3Server:
                 except (ValueError, json.JSONDecodeError) as e:
                     self._json(400, _error(f"invalid JSON body: {e}"))
                     return
+                with server._lock:
+                    fault = server.faults.pop(0) if server.faults else None
+                if fault is not None and fault.kind != "cut":
+                    server.requests.append(body)
+                    self._fault(fault)
+                    return
                 status, result, prompt, cached = server.answer(body)
                 if not isinstance(result, ScriptedTurn):
                     self._json(status, result)
@@ -239,7 +279,12 @@ class K3Server:
                 self.send_header("Cache-Control", "no-cache")
                 self.send_header("Connection", "close")
                 self.end_headers()
-                for c in chunks:
+                for n, c in enumerate(chunks):
+                    if fault is not None and n == 3:  # a cut stream: gone mid-answer
+                        self.wfile.flush()
+                        self.connection.shutdown(socket.SHUT_RDWR)
+                        self.close_connection = True
+                        return
                     self.wfile.write(f"data: {json.dumps(c)}\n\n".encode())
                     self.wfile.flush()
                 self.wfile.write(b"data: [DONE]\n\n")

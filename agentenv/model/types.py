@@ -59,6 +59,7 @@ class Completion(BaseModel):
     latency_s: float = 0.0
     response_id: str | None = None
     model: str | None = None
+    retries: int = 0
 
 
 class StreamEvent(BaseModel):

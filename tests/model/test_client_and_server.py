@@ -9,7 +9,13 @@ from collections.abc import AsyncIterator, Iterator
 import openai
 import pytest
 
-from agentenv.model import K3Server, OpenAIChatModel, ScriptedToolCall, ScriptedTurn
+from agentenv.model import (
+    ContextOverflow,
+    K3Server,
+    OpenAIChatModel,
+    ScriptedToolCall,
+    ScriptedTurn,
+)
 from agentenv.model.types import K3_PRICE, StreamEvent, Usage
 
 pytestmark = pytest.mark.anyio
@@ -134,7 +140,7 @@ async def test_missing_reasoning_content_is_the_documented_400(model: OpenAIChat
 async def test_context_overflow_is_a_400() -> None:
     with (
         K3Server(SCRIPT, context_window=100) as small,
-        pytest.raises(openai.BadRequestError, match="exceeded model token limit"),
+        pytest.raises(ContextOverflow, match="exceeded model token limit"),
     ):
         chat = OpenAIChatModel(base_url=small.base_url, api_key="k")
         try:

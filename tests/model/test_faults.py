@@ -1,0 +1,101 @@
+"""Injected faults on the local K3 server: transient ones are retried (and counted), the
+rest fail at once with the right error."""
+
+from __future__ import annotations
+
+import time
+
+import openai
+import pytest
+
+from agentenv.model import ContextOverflow, Fault, K3Server, OpenAIChatModel, ScriptedTurn
+
+pytestmark = pytest.mark.anyio
+
+ANSWER = [ScriptedTurn(reasoning="thinking", content="the answer")]
+HELLO = [{"role": "user", "content": "hello"}]
+
+
+async def _complete(server: K3Server, **kwargs: object) -> object:
+    chat = OpenAIChatModel(
+        base_url=server.base_url,
+        api_key="k",
+        backoff_initial_s=0.01,
+        backoff_max_s=0.05,
+        **kwargs,  # type: ignore[arg-type]
+    )
+    try:
+        return await chat.complete(HELLO)
+    finally:
+        await chat.aclose()
+
+
+@pytest.mark.parametrize("kind", ["500", "503", "cut"])
+async def test_transient_failures_are_retried_and_counted(kind: str) -> None:
+    with K3Server(ANSWER, faults=[Fault(kind=kind), Fault(kind=kind)]) as server:  # type: ignore[arg-type]
+        done = await _complete(server)
+    assert done.content == "the answer"  # type: ignore[attr-defined]
+    assert done.retries == 2  # type: ignore[attr-defined]
+    assert len(server.requests) == 3
+
+
+async def test_rate_limit_honours_retry_after() -> None:
+    with K3Server(ANSWER, faults=[Fault(kind="429", retry_after_s=0.6)]) as server:
+        started = time.monotonic()
+        done = await _complete(server)
+        waited = time.monotonic() - started
+    assert done.retries == 1  # type: ignore[attr-defined]
+    # Our own backoff here is at most 0.05 s: only the server's Retry-After explains this.
+    assert waited >= 0.6
+
+
+async def test_stall_past_the_timeout_is_retried() -> None:
+    with K3Server(ANSWER, faults=[Fault(kind="stall", stall_s=3)]) as server:
+        done = await _complete(server, timeout_s=0.5)
+    assert done.content == "the answer" and done.retries == 1  # type: ignore[attr-defined]
+
+
+async def test_retries_are_bounded() -> None:
+    with (
+        K3Server(ANSWER, faults=[Fault(kind="500")] * 5) as server,
+        pytest.raises(openai.InternalServerError),
+    ):
+        await _complete(server, max_attempts=3)
+    assert len(server.requests) == 3
+
+
+async def test_bad_request_is_not_retried() -> None:
+    history_without_reasoning = [
+        {"role": "user", "content": "x"},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {
+                    "id": "functions.bash:0",
+                    "type": "function",
+                    "function": {"name": "bash", "arguments": "{}"},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "functions.bash:0", "content": "ok"},
+    ]
+    with K3Server(ANSWER) as server:
+        chat = OpenAIChatModel(base_url=server.base_url, api_key="k", backoff_initial_s=0.01)
+        try:
+            with pytest.raises(openai.BadRequestError):
+                await chat.complete(history_without_reasoning)
+        finally:
+            await chat.aclose()
+    assert len(server.requests) == 1
+
+
+async def test_context_overflow_is_its_own_error_and_not_retried() -> None:
+    with K3Server(ANSWER, context_window=50) as server:
+        chat = OpenAIChatModel(base_url=server.base_url, api_key="k", backoff_initial_s=0.01)
+        try:
+            with pytest.raises(ContextOverflow, match="exceeded model token limit"):
+                await chat.complete([{"role": "user", "content": "long " * 200}])
+        finally:
+            await chat.aclose()
+    assert len(server.requests) == 1
