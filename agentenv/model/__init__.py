@@ -2,12 +2,16 @@
 local server to test against. Nothing here knows about Docker."""
 
 from agentenv.model.client import ContextOverflow, OpenAIChatModel, StreamCut
+from agentenv.model.endpoints import PRESETS, Capabilities, Endpoint, resolve_endpoint
 from agentenv.model.server import Fault, K3Server, ScriptedToolCall, ScriptedTurn
 from agentenv.model.types import Completion, Price, ToolCall, Usage
 
 __all__ = [
+    "PRESETS",
+    "Capabilities",
     "Completion",
     "ContextOverflow",
+    "Endpoint",
     "Fault",
     "K3Server",
     "OpenAIChatModel",
@@ -17,4 +21,5 @@ __all__ = [
     "StreamCut",
     "ToolCall",
     "Usage",
+    "resolve_endpoint",
 ]

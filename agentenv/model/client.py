@@ -25,6 +25,7 @@ from tenacity import (
     stop_after_attempt,
 )
 
+from agentenv.model.endpoints import Endpoint
 from agentenv.model.types import K3_PRICE, Completion, Price, StreamEvent, ToolCall, Usage
 
 EventCallback = Callable[[StreamEvent], Awaitable[None] | None]
@@ -101,6 +102,30 @@ class OpenAIChatModel:
         self._backoff_max_s = backoff_max_s
         self._client = AsyncOpenAI(
             base_url=base_url, api_key=api_key, max_retries=0, timeout=timeout_s
+        )
+
+    @classmethod
+    def for_endpoint(
+        cls,
+        endpoint: Endpoint,
+        *,
+        reasoning_effort: str | None = None,
+        tool_choice: str | None = None,
+        **kwargs: Any,
+    ) -> OpenAIChatModel:
+        """A client for a preset or self-hosted endpoint (see :mod:`agentenv.model.endpoints`),
+        its request fields shaped by the endpoint's capability table; raises ``KeyError``
+        naming the variable when the endpoint's API key is not set."""
+        options = endpoint.request_options(
+            reasoning_effort=reasoning_effort, tool_choice=tool_choice
+        )
+        return cls(
+            base_url=endpoint.base_url,
+            api_key=endpoint.api_key(),
+            model=endpoint.model,
+            price=endpoint.price,
+            extra_body=options or None,
+            **kwargs,
         )
 
     async def aclose(self) -> None:
