@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Awaitable, Callable
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel
 
@@ -70,3 +71,18 @@ class StreamEvent(BaseModel):
     text: str = ""
     tool_call: ToolCall | None = None
     usage: Usage | None = None
+
+
+class ChatModel(Protocol):
+    """Anything that completes a conversation: the OpenAI-compatible client, a router, a
+    scripted policy. The agent loop only knows this."""
+
+    async def complete(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None = None,
+        *,
+        on_event: Callable[[StreamEvent], Awaitable[None] | None] | None = None,
+    ) -> Completion:
+        """One assistant turn."""
+        ...

@@ -1,0 +1,174 @@
+"""The tool-call loop: pause the sandbox, ask the model, resume, run its tool calls in order,
+append the results; until it submits, stops calling tools, or a limit is hit.
+
+The history is append-only (each request extends the previous one, so the provider's prefix
+cache hits), and assistant turns keep their ``reasoning_content`` and tool calls verbatim,
+which K3 requires on the next request.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from agentenv.agent.tools import ToolResult, run_tool, tool_schemas
+from agentenv.model.client import ContextOverflow, EventCallback
+from agentenv.model.types import ChatModel, Completion
+from agentenv.sandbox.protocol import Sandbox
+
+StopReason = Literal[
+    "submitted",
+    "no_tool_calls",
+    "max_turns",
+    "max_output_tokens",
+    "max_cost",
+    "wall_time",
+    "context_length",
+]
+SYSTEM_PROMPT = (
+    "You are a careful software engineer working in a Linux sandbox through tools. "
+    "Inspect before you change things, check your work by running it, and call submit "
+    "when the task is done."
+)
+EMPTY_CONTENT = "(calling tools)"  # K3 rejects an assistant message with empty content
+
+
+class Limits(BaseModel):
+    """When an episode stops even if the agent has not submitted."""
+
+    max_turns: int = 50
+    max_output_tokens: int | None = None
+    max_cost_usd: float | None = None
+    wall_time_s: float | None = None
+
+
+class Turn(BaseModel):
+    """One model call and the tool calls it made."""
+
+    completion: Completion
+    tool_results: list[ToolResult] = []
+    model_s: float
+    tools_s: float
+    paused_s: float
+
+
+class Trajectory(BaseModel):
+    """An episode as RL code and reports consume it; round-trips through JSON."""
+
+    task_id: str
+    messages: list[dict[str, Any]]
+    turns: list[Turn] = []
+    stop_reason: StopReason | None = None
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    retries: int = 0
+    wall_s: float = 0.0
+    paused_s: float = 0.0
+
+
+def _assistant_message(done: Completion) -> dict[str, Any]:
+    message: dict[str, Any] = {
+        "role": "assistant",
+        "content": done.content or EMPTY_CONTENT,
+        "reasoning_content": done.reasoning_content,
+    }
+    if done.tool_calls:
+        message["tool_calls"] = [
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+            for c in done.tool_calls
+        ]
+    return message
+
+
+def _limit_reached(traj: Trajectory, limits: Limits, started: float) -> StopReason | None:
+    if len(traj.turns) >= limits.max_turns:
+        return "max_turns"
+    if limits.max_output_tokens is not None and traj.completion_tokens >= limits.max_output_tokens:
+        return "max_output_tokens"
+    if limits.max_cost_usd is not None and traj.cost_usd >= limits.max_cost_usd:
+        return "max_cost"
+    if limits.wall_time_s is not None and time.monotonic() - started >= limits.wall_time_s:
+        return "wall_time"
+    return None
+
+
+async def run_episode(
+    model: ChatModel,
+    sandbox: Sandbox,
+    instruction: str,
+    *,
+    task_id: str = "",
+    system_prompt: str = SYSTEM_PROMPT,
+    limits: Limits | None = None,
+    pause: bool = True,
+    tools: list[dict[str, Any]] | None = None,
+    on_event: EventCallback | None = None,
+) -> Trajectory:
+    """Run one episode in ``sandbox``. With ``pause`` (the default) the sandbox is frozen
+    while the model thinks. Failing tool calls go back to the model; a sandbox that dies
+    raises (the episode is an infrastructure failure, not a result)."""
+    limits = limits or Limits()
+    tools = tools if tools is not None else tool_schemas()
+    started = time.monotonic()
+    traj = Trajectory(
+        task_id=task_id,
+        messages=[
+            {"role": "system", "content": system_prompt},
+            {"role": "user", "content": instruction},
+        ],
+    )
+    try:
+        while (reason := _limit_reached(traj, limits, started)) is None:
+            t0 = time.monotonic()
+            if pause:
+                await sandbox.pause()
+            try:
+                done = await model.complete(traj.messages, tools, on_event=on_event)
+            except ContextOverflow:
+                traj.stop_reason = "context_length"
+                return traj
+            finally:
+                if pause:
+                    await sandbox.resume()
+            model_s = time.monotonic() - t0
+            traj.messages.append(_assistant_message(done))
+            traj.prompt_tokens += done.usage.prompt_tokens
+            traj.cached_tokens += done.usage.cached_tokens
+            traj.completion_tokens += done.usage.completion_tokens
+            traj.cost_usd += done.cost_usd
+            traj.retries += done.retries
+            t1 = time.monotonic()
+            results = []
+            for call in done.tool_calls:  # in order; one tool message per call
+                result = await run_tool(sandbox, call)
+                results.append(result)
+                traj.messages.append(
+                    {"role": "tool", "tool_call_id": call.id, "content": result.text}
+                )
+            traj.turns.append(
+                Turn(
+                    completion=done,
+                    tool_results=results,
+                    model_s=model_s,
+                    tools_s=time.monotonic() - t1,
+                    paused_s=model_s if pause else 0.0,
+                )
+            )
+            traj.paused_s += model_s if pause else 0.0
+            if any(r.submitted for r in results):
+                reason = "submitted"
+                break
+            if not done.tool_calls:
+                reason = "no_tool_calls"
+                break
+        traj.stop_reason = reason
+        return traj
+    finally:
+        traj.wall_s = time.monotonic() - started
+
+
+__all__ = ["Limits", "Trajectory", "Turn", "run_episode"]

@@ -1,0 +1,126 @@
+"""Whole episodes: a scripted model on the local K3 server, through the real openai client,
+driving a real sandbox."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from agentenv.agent.loop import Limits, Trajectory, run_episode
+from agentenv.model import K3Server, OpenAIChatModel, ScriptedToolCall, ScriptedTurn
+from agentenv.sandbox import DockerSandbox, connect
+
+pytestmark = pytest.mark.anyio
+
+
+def tool(name: str, **args: Any) -> ScriptedToolCall:
+    return ScriptedToolCall(name=name, arguments=json.dumps(args))
+
+
+SOLVE = [
+    ScriptedTurn(
+        reasoning="First write the file and look at the folder.",
+        tool_calls=[
+            tool("write_file", path="/workspace/greet.py", content="print('helo')\n"),
+            tool("bash", command="ls /workspace"),
+        ],
+    ),
+    ScriptedTurn(
+        reasoning="There is a typo; fix it and check.",
+        content="Fixing the typo.",
+        tool_calls=[
+            tool("edit_file", path="/workspace/greet.py", old_string="helo", new_string="hello"),
+            ScriptedToolCall(name="bash", arguments='{"command": "python3 greet.py"'),  # malformed
+        ],
+    ),
+    ScriptedTurn(
+        reasoning="Run it properly.", tool_calls=[tool("bash", command="python3 greet.py")]
+    ),
+    ScriptedTurn(reasoning="It works.", tool_calls=[tool("submit", summary="fixed the greeting")]),
+]
+
+
+@pytest.fixture
+async def box() -> AsyncIterator[DockerSandbox]:
+    async with await DockerSandbox.create() as sandbox:
+        yield sandbox
+
+
+async def _episode(server: K3Server, box: DockerSandbox, **kwargs: Any) -> Trajectory:
+    model = OpenAIChatModel(base_url=server.base_url, api_key="k")
+    try:
+        return await run_episode(
+            model, box, "Make greet.py print hello.", task_id="greet", **kwargs
+        )
+    finally:
+        await model.aclose()
+
+
+async def test_scripted_episode_solves_the_task(box: DockerSandbox) -> None:
+    with K3Server(SOLVE) as server:
+        traj = await _episode(server, box)
+    assert traj.stop_reason == "submitted"
+    assert len(traj.turns) == 4
+    assert (await box.exec("python3 /workspace/greet.py")).stdout == "hello\n"
+    # the malformed call went back to the model as an error, and the episode went on
+    bad = traj.turns[1].tool_results[1]
+    assert bad.error and "not valid JSON" in bad.text
+    assert traj.turns[2].tool_results[0].text.startswith("hello\n")
+
+    # what the server received: append-only history, reasoning kept, tool messages by id
+    sent = [r["messages"] for r in server.requests]
+    assert len(sent) == 4
+    for before, after in itertools.pairwise(sent):
+        assert after[: len(before)] == before
+    assert all(r["tools"] == server.requests[0]["tools"] for r in server.requests)
+    for message in sent[-1]:
+        if message["role"] == "assistant":
+            assert message["reasoning_content"] and message["content"]
+    ids = [c["id"] for m in sent[-1] if m["role"] == "assistant" for c in m.get("tool_calls", [])]
+    tool_ids = [m["tool_call_id"] for m in sent[-1] if m["role"] == "tool"]
+    assert tool_ids == ids[: len(tool_ids)]
+
+    # accounting: the shared prefix is cached, and dollars add up
+    assert traj.turns[-1].completion.usage.cached_tokens > 0
+    assert traj.cost_usd == pytest.approx(sum(t.completion.cost_usd for t in traj.turns))
+    assert Trajectory.model_validate_json(traj.model_dump_json()) == traj
+
+
+async def test_sandbox_is_paused_while_the_model_answers(box: DockerSandbox) -> None:
+    engine = connect()
+    states: list[bool] = []
+
+    def script(body: dict[str, Any]) -> ScriptedTurn:
+        states.append(engine.api.inspect_container(box.id)["State"]["Paused"])
+        return SOLVE[min(len(states) - 1, len(SOLVE) - 1)]
+
+    with K3Server(script) as server:
+        traj = await _episode(server, box)
+    assert traj.stop_reason == "submitted"
+    assert states == [True] * len(traj.turns)
+    assert not box.paused
+    assert traj.paused_s > 0
+
+    states.clear()
+    with K3Server(script) as server:
+        await _episode(server, box, pause=False)
+    assert states and not any(states)
+
+
+async def test_limits_and_plain_answers_stop_the_episode(box: DockerSandbox) -> None:
+    forever = [ScriptedTurn(reasoning="again", tool_calls=[tool("bash", command="true")])]
+    with K3Server(forever) as server:
+        traj = await _episode(server, box, limits=Limits(max_turns=3))
+    assert traj.stop_reason == "max_turns" and len(traj.turns) == 3
+
+    with K3Server([ScriptedTurn(reasoning="nothing to do", content="Done already.")]) as server:
+        traj = await _episode(server, box)
+    assert traj.stop_reason == "no_tool_calls"
+
+    with K3Server(forever, context_window=150) as server:
+        traj = await _episode(server, box)
+    assert traj.stop_reason == "context_length"
