@@ -9,6 +9,23 @@ import textwrap
 
 import pytest
 
+# An assistant tool-call turn sent back without its reasoning_content: K3 answers 400.
+HISTORY_WITHOUT_REASONING = [
+    {"role": "user", "content": "x"},
+    {
+        "role": "assistant",
+        "content": "calling",
+        "tool_calls": [
+            {
+                "id": "functions.bash:0",
+                "type": "function",
+                "function": {"name": "bash", "arguments": "{}"},
+            }
+        ],
+    },
+    {"role": "tool", "tool_call_id": "functions.bash:0", "content": "ok"},
+]
+
 
 def start_script(script: str, run_id: str) -> tuple[subprocess.Popen[str], str]:
     """Run ``script`` in a new Python process under its own run id; return the process and

@@ -17,6 +17,7 @@ from agentenv.model import (
     ScriptedTurn,
 )
 from agentenv.model.types import K3_PRICE, StreamEvent, Usage
+from tests.helpers import HISTORY_WITHOUT_REASONING
 
 pytestmark = pytest.mark.anyio
 
@@ -118,23 +119,8 @@ async def test_usage_cached_tokens_and_cost(model: OpenAIChatModel) -> None:
 
 
 async def test_missing_reasoning_content_is_the_documented_400(model: OpenAIChatModel) -> None:
-    history = [
-        {"role": "user", "content": "x"},
-        {
-            "role": "assistant",
-            "content": "calling",
-            "tool_calls": [
-                {
-                    "id": "functions.bash:0",
-                    "type": "function",
-                    "function": {"name": "bash", "arguments": "{}"},
-                }
-            ],
-        },
-        {"role": "tool", "tool_call_id": "functions.bash:0", "content": "ok"},
-    ]
     with pytest.raises(openai.BadRequestError, match=r"reasoning_content is missing .* index 1"):
-        await model.complete(history, TOOLS)
+        await model.complete(HISTORY_WITHOUT_REASONING, TOOLS)
 
 
 async def test_context_overflow_is_a_400() -> None:

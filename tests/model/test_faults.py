@@ -9,6 +9,7 @@ import openai
 import pytest
 
 from agentenv.model import ContextOverflow, Fault, K3Server, OpenAIChatModel, ScriptedTurn
+from tests.helpers import HISTORY_WITHOUT_REASONING
 
 pytestmark = pytest.mark.anyio
 
@@ -65,26 +66,11 @@ async def test_retries_are_bounded() -> None:
 
 
 async def test_bad_request_is_not_retried() -> None:
-    history_without_reasoning = [
-        {"role": "user", "content": "x"},
-        {
-            "role": "assistant",
-            "content": "",
-            "tool_calls": [
-                {
-                    "id": "functions.bash:0",
-                    "type": "function",
-                    "function": {"name": "bash", "arguments": "{}"},
-                }
-            ],
-        },
-        {"role": "tool", "tool_call_id": "functions.bash:0", "content": "ok"},
-    ]
     with K3Server(ANSWER) as server:
         chat = OpenAIChatModel(base_url=server.base_url, api_key="k", backoff_initial_s=0.01)
         try:
             with pytest.raises(openai.BadRequestError):
-                await chat.complete(history_without_reasoning)
+                await chat.complete(HISTORY_WITHOUT_REASONING)
         finally:
             await chat.aclose()
     assert len(server.requests) == 1
