@@ -270,6 +270,7 @@ def do_exec(req, stdin_data, inp):
     open_fds = set(pipes)
     timed_out = False
     exited_at = None
+    idle_wait = 0.0005
     # Until the command has exited and its pipes are drained (or have lingered long enough):
     # a command may close its output early and run on, so the deadline is checked regardless.
     while True:
@@ -281,7 +282,13 @@ def do_exec(req, stdin_data, inp):
         if deadline is not None and now >= deadline and not timed_out:
             kill_tree(proc.pid, tag)
             timed_out = True
-        wait = 0.05
+        if open_fds:
+            wait = 0.05  # the pipes wake us
+        else:
+            # Output closed but the process not yet reaped: nothing will wake us, so poll,
+            # quickly at first (it is usually exiting), then less often (it may run on).
+            idle_wait = min(idle_wait * 2, 0.05)
+            wait = idle_wait
         if deadline is not None and not timed_out:
             wait = min(wait, max(0.0, deadline - now))
         ready, _, _ = select.select([*open_fds, inp.fd], [], [], wait)
