@@ -8,10 +8,12 @@ which K3 requires on the next request.
 
 from __future__ import annotations
 
+import inspect
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 from agentenv.agent.tools import ToolResult, run_tool, tool_schemas
 from agentenv.model.client import ContextOverflow, EventCallback
@@ -38,6 +40,8 @@ EMPTY_CONTENT = "(calling tools)"  # K3 rejects an assistant message with empty 
 class Limits(BaseModel):
     """When an episode stops even if the agent has not submitted."""
 
+    model_config = ConfigDict(extra="forbid")
+
     max_turns: int = 50
     max_output_tokens: int | None = None
     max_cost_usd: float | None = None
@@ -54,8 +58,16 @@ class Turn(BaseModel):
     paused_s: float
 
 
+ToolResultCallback = Callable[[ToolResult], Awaitable[None] | None]
+
+
 class Trajectory(BaseModel):
-    """An episode as RL code and reports consume it; round-trips through JSON."""
+    """An episode as RL code and reports consume it; round-trips through JSON.
+
+    ``messages`` are exactly as sent; each turn keeps its completion (usage, cost, retries,
+    route, token ids and logprobs when the endpoint returned them) and tool results (full
+    output, exit code, duration). ``queued_s`` is time spent waiting on rate limits and
+    backoff, which ``working_s`` leaves out."""
 
     task_id: str
     messages: list[dict[str, Any]]
@@ -64,10 +76,22 @@ class Trajectory(BaseModel):
     prompt_tokens: int = 0
     cached_tokens: int = 0
     completion_tokens: int = 0
+    reasoning_tokens: int = 0
     cost_usd: float = 0.0
     retries: int = 0
     wall_s: float = 0.0
     paused_s: float = 0.0
+    queued_s: float = 0.0
+
+    @property
+    def working_s(self) -> float:
+        """Wall time minus time waiting on rate limits and retry backoff."""
+        return max(0.0, self.wall_s - self.queued_s)
+
+    @property
+    def cache_hit_rate(self) -> float:
+        """Share of prompt tokens served from the provider's prefix cache."""
+        return self.cached_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
 
 
 def _assistant_message(done: Completion) -> dict[str, Any]:
@@ -107,10 +131,12 @@ async def run_episode(
     pause: bool = True,
     tools: list[dict[str, Any]] | None = None,
     on_event: EventCallback | None = None,
+    on_tool_result: ToolResultCallback | None = None,
 ) -> Trajectory:
     """Run one episode in ``sandbox``. With ``pause`` (the default) the sandbox is frozen
     while the model thinks. Failing tool calls go back to the model; a sandbox that dies
-    raises (the episode is an infrastructure failure, not a result)."""
+    or an endpoint that stays down raises (an infrastructure failure, not a result).
+    ``on_event`` sees the model's stream, ``on_tool_result`` each tool result."""
     limits = limits or Limits()
     tools = tools if tools is not None else tool_schemas()
     started = time.monotonic()
@@ -139,13 +165,19 @@ async def run_episode(
             traj.prompt_tokens += done.usage.prompt_tokens
             traj.cached_tokens += done.usage.cached_tokens
             traj.completion_tokens += done.usage.completion_tokens
+            traj.reasoning_tokens += done.usage.reasoning_tokens
             traj.cost_usd += done.cost_usd
             traj.retries += done.retries
+            traj.queued_s += done.queued_s
             t1 = time.monotonic()
             results = []
             for call in done.tool_calls:  # in order; one tool message per call
                 result = await run_tool(sandbox, call)
                 results.append(result)
+                if on_tool_result is not None:
+                    maybe = on_tool_result(result)
+                    if inspect.isawaitable(maybe):
+                        await maybe
                 traj.messages.append(
                     {"role": "tool", "tool_call_id": call.id, "content": result.text}
                 )

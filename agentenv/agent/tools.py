@@ -9,6 +9,7 @@ tool that raises, a command that times out) becomes a :class:`ToolResult` with
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -68,6 +69,7 @@ class ToolResult(BaseModel):
     error: bool = False
     exit_code: int | None = None
     submitted: bool = False
+    duration_s: float = 0.0
 
 
 Runner = Callable[[Sandbox, Any], Awaitable[ToolResult]]
@@ -149,6 +151,13 @@ def tool_schemas(names: tuple[str, ...] = tuple(TOOLS)) -> list[dict[str, Any]]:
 async def run_tool(box: Sandbox, call: ToolCall) -> ToolResult:
     """Run one tool call. Problems become error results for the model; only a sandbox that
     is gone (:class:`SandboxUnavailable`) is raised, since the episode cannot go on."""
+    started = time.monotonic()
+    result = await _run_tool(box, call)
+    result.duration_s = time.monotonic() - started
+    return result
+
+
+async def _run_tool(box: Sandbox, call: ToolCall) -> ToolResult:
     if call.name not in TOOLS:
         return _result(
             call, f"unknown tool {call.name!r}; the tools are: {', '.join(TOOLS)}", error=True

@@ -26,6 +26,7 @@ from tenacity import (
 )
 
 from agentenv.model.endpoints import Endpoint
+from agentenv.model.limit import AdaptiveLimit
 from agentenv.model.types import K3_PRICE, Completion, Price, StreamEvent, ToolCall, Usage
 
 EventCallback = Callable[[StreamEvent], Awaitable[None] | None]
@@ -77,7 +78,12 @@ def retry_after_s(error: BaseException) -> float | None:
 
 class OpenAIChatModel:
     """A chat model at an OpenAI-compatible endpoint (Moonshot's API, vLLM, SGLang, or the
-    local :class:`~agentenv.model.server.K3Server`)."""
+    local :class:`~agentenv.model.server.K3Server`).
+
+    Share one instance between the episodes of a job: its :class:`AdaptiveLimit` bounds the
+    requests in flight to the endpoint. ``token_ids`` asks for token ids and logprobs with
+    vLLM's fields, which only self-hosted servers accept.
+    """
 
     def __init__(
         self,
@@ -92,8 +98,12 @@ class OpenAIChatModel:
         max_attempts: int = 6,
         backoff_initial_s: float = 1.0,
         backoff_max_s: float = 60.0,
+        limit: AdaptiveLimit | None = None,
+        token_ids: bool = False,
     ):
         self.model = model
+        self.limit = limit or AdaptiveLimit()
+        self.token_ids = token_ids
         self.price = price
         self.max_completion_tokens = max_completion_tokens
         self.extra_body = extra_body or {}
@@ -125,6 +135,7 @@ class OpenAIChatModel:
             model=endpoint.model,
             price=endpoint.price,
             extra_body=options or None,
+            token_ids=endpoint.capabilities.vllm_fields,
             **kwargs,
         )
 
@@ -151,16 +162,26 @@ class OpenAIChatModel:
             reraise=True,
         )
         retries = -1
+        started, working = time.monotonic(), 0.0
         async for attempt in attempts:
             with attempt:
                 retries += 1
-                try:
-                    done = await self._complete_once(messages, tools, on_event)
-                except openai.BadRequestError as e:
-                    if any(marker in str(e).lower() for marker in _OVERFLOW):
-                        raise ContextOverflow(str(e)) from e
-                    raise
+                async with self.limit.slot() as generation:
+                    t0 = time.monotonic()
+                    try:
+                        done = await self._complete_once(messages, tools, on_event)
+                    except openai.RateLimitError:
+                        self.limit.rate_limited(generation)
+                        raise
+                    except openai.BadRequestError as e:
+                        if any(marker in str(e).lower() for marker in _OVERFLOW):
+                            raise ContextOverflow(str(e)) from e
+                        raise
+                    finally:
+                        working += time.monotonic() - t0
+                self.limit.succeeded()
         done.retries = retries
+        done.queued_s = max(0.0, time.monotonic() - started - working)
         return done
 
     def _wait(self, state: RetryCallState) -> float:
@@ -188,12 +209,19 @@ class OpenAIChatModel:
         }
         if tools:
             kwargs["tools"] = tools
-        if self.extra_body:
-            kwargs["extra_body"] = self.extra_body
+        extra_body = dict(self.extra_body)
+        if self.token_ids:
+            # vLLM's fields: the hosted API answers 400 to them, so only self-hosted get them
+            kwargs["logprobs"] = True
+            extra_body["return_token_ids"] = True
+        if extra_body:
+            kwargs["extra_body"] = extra_body
         stream = await self._client.chat.completions.create(**kwargs)
         out = Completion(model=self.model)
         calls: dict[int, ToolCall] = {}
         usage: Any = None
+        token_ids: list[int] = []
+        logprobs: list[float] = []
 
         async def emit(event: StreamEvent) -> None:
             if on_event is not None:
@@ -204,8 +232,14 @@ class OpenAIChatModel:
         async for chunk in stream:
             out.response_id = out.response_id or chunk.id
             usage = chunk.usage or usage  # a repeated trailing usage chunk: keep the last
+            prompt_ids = getattr(chunk, "prompt_token_ids", None)
+            if prompt_ids:
+                out.prompt_token_ids = list(prompt_ids)
             for choice in chunk.choices:
                 usage = getattr(choice, "usage", None) or usage
+                token_ids.extend(getattr(choice, "token_ids", None) or ())
+                if choice.logprobs is not None and choice.logprobs.content:
+                    logprobs.extend(t.logprob for t in choice.logprobs.content)
                 delta = choice.delta
                 reasoning = getattr(delta, "reasoning_content", None) or getattr(
                     delta, "reasoning", None
@@ -238,6 +272,8 @@ class OpenAIChatModel:
         if out.finish_reason is None:
             raise StreamCut(f"stream of {out.response_id} ended without a finish reason")
         out.tool_calls = [calls[i] for i in sorted(calls)]
+        out.token_ids = token_ids or None
+        out.logprobs = logprobs or None
         for call in out.tool_calls:
             await emit(StreamEvent(kind="tool_call_finished", tool_call=call))
         out.usage = _usage(usage)

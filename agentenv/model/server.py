@@ -5,8 +5,10 @@ It speaks the wire format of ``K3_PROTOCOL.md``: streamed ``reasoning_content`` 
 content, then tool calls split across chunks by index, a final usage chunk (``choices: []``)
 with cached tokens computed from the prefix shared with the previous request, the 400 for an
 assistant tool-call message without its ``reasoning_content``, and the context-overflow 400.
-Answers come from a script of turns. Every request body is recorded, so tests can assert on
-what the client really sent.
+Answers come from a script of turns, or from a recorded conversation replayed turn by turn.
+It can simulate a slow model (time to first token, tokens per second), inject faults, return
+vLLM's token ids and logprobs when asked (or refuse those fields, as the hosted API does).
+Every request body is recorded, so tests can assert on what the client really sent.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import socket
 import threading
 import time
 import uuid
+import zlib
 from collections.abc import Callable, Iterator
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -26,6 +29,7 @@ from pydantic import BaseModel
 
 MODEL = "kimi-k3"
 CONTEXT_WINDOW = 1_048_576
+VLLM_FIELDS = ("return_token_ids", "chat_template_kwargs", "logprobs", "top_logprobs")
 
 
 class ScriptedToolCall(BaseModel):
@@ -38,10 +42,10 @@ class ScriptedToolCall(BaseModel):
 
 class Fault(BaseModel):
     """A failure to inject into one request: an HTTP error (429 with ``retry_after_s``,
-    500, 503), a ``stall`` (no answer for ``stall_s``), or a ``cut`` stream (the connection
-    drops after a few chunks)."""
+    500, 503), a ``stall`` (no answer for ``stall_s``), a ``cut`` stream (the connection
+    drops after a few chunks), or ``malformed`` tool-call arguments (cut in half)."""
 
-    kind: Literal["429", "500", "503", "stall", "cut"]
+    kind: Literal["429", "500", "503", "stall", "cut", "malformed"]
     retry_after_s: float = 0.05
     stall_s: float = 30.0
 
@@ -54,15 +58,54 @@ class ScriptedTurn(BaseModel):
     tool_calls: list[ScriptedToolCall] = []
 
 
+def turns_from_messages(messages: list[dict[str, Any]]) -> list[ScriptedTurn]:
+    """A script that replays the assistant turns of a recorded conversation (the
+    ``messages`` of a trajectory), reasoning, content and tool calls as they were."""
+    turns = []
+    for m in messages:
+        if m.get("role") != "assistant":
+            continue
+        calls = [
+            ScriptedToolCall(
+                name=c["function"]["name"], arguments=c["function"].get("arguments") or ""
+            )
+            for c in m.get("tool_calls") or []
+        ]
+        turns.append(
+            ScriptedTurn(
+                reasoning=m.get("reasoning_content") or "",
+                content=m.get("content") or "" if not calls else "",
+                tool_calls=calls,
+            )
+        )
+    if not turns:
+        raise ValueError("the recorded conversation has no assistant turn to replay")
+    return turns
+
+
+DEMO_SCRIPT = [
+    ScriptedTurn(
+        reasoning="Let me look at the working directory first.",
+        tool_calls=[ScriptedToolCall(name="bash", arguments='{"command": "pwd && ls -la"}')],
+    ),
+    ScriptedTurn(
+        reasoning="I have seen the folder; this scripted model has nothing more to do.",
+        content="Looked around.",
+        tool_calls=[ScriptedToolCall(name="submit", arguments='{"summary": "looked around"}')],
+    ),
+]
+"""What ``agentenv serve-model`` answers with when given no script."""
+
+
 def count_tokens(text: str) -> int:
     """A stand-in tokenizer: about four bytes a token, as for English text."""
     return (len(text.encode()) + 3) // 4
 
 
 def _canonical(body: dict[str, Any]) -> str:
-    return json.dumps(
-        {"tools": body.get("tools"), "messages": body.get("messages")}, sort_keys=True
-    )
+    # Tools first, as chat templates render them ahead of the conversation: they are part
+    # of the cached prefix.
+    return json.dumps([body.get("tools"), body.get("messages")], sort_keys=True)
 
 
 def _missing_reasoning(messages: list[dict[str, Any]]) -> int | None:
@@ -88,8 +131,15 @@ class K3Server:
         context_window: int = CONTEXT_WINDOW,
         chunk_chars: int = 16,
         faults: list[Fault | None] | None = None,
+        ttft_s: float = 0.0,
+        tokens_per_s: float | None = None,
+        hosted: bool = False,
+        port: int = 0,
     ):
         self.script = script
+        self.ttft_s = ttft_s  # time to first token
+        self.tokens_per_s = tokens_per_s  # decode speed; None: as fast as possible
+        self.hosted = hosted  # refuse vLLM-only fields with a 400, as Moonshot's API does
         self.model = model
         self.context_window = context_window
         self.chunk_chars = chunk_chars
@@ -98,7 +148,7 @@ class K3Server:
         self._lock = threading.Lock()
         self._previous = ""
         self._turn = 0
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", port), self._handler())
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
 
     @property
@@ -130,6 +180,9 @@ class K3Server:
         """Validate and account one request: (status, error body or turn, prompt, cached)."""
         with self._lock:
             self.requests.append(body)
+            refused = [f for f in VLLM_FIELDS if f in body] if self.hosted else []
+            if refused:
+                return 400, _error(f"unknown fields: {', '.join(refused)}"), 0, 0
             index = _missing_reasoning(body.get("messages") or [])
             if index is not None:
                 return (
@@ -161,31 +214,59 @@ class K3Server:
             self._previous = text
             return 200, self._next_turn(body), prompt, shared // 4
 
-    def chunks(self, turn: ScriptedTurn, prompt: int, cached: int) -> Iterator[dict[str, Any]]:
-        """The streamed chunks of one turn, usage last."""
+    def chunks(
+        self, turn: ScriptedTurn, prompt: int, cached: int, body: dict[str, Any] | None = None
+    ) -> Iterator[dict[str, Any]]:
+        """The streamed chunks of one turn, usage last; with vLLM's token ids and logprobs
+        when the request asked for them."""
         rid, created = f"chatcmpl-{uuid.uuid4().hex[:16]}", int(time.time())
+        body = body or {}
+        want_ids, want_logprobs = bool(body.get("return_token_ids")), bool(body.get("logprobs"))
 
-        def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        def chunk(
+            delta: dict[str, Any], finish: str | None = None, text: str = ""
+        ) -> dict[str, Any]:
+            choice: dict[str, Any] = {"index": 0, "delta": delta, "finish_reason": finish}
+            ids = fake_token_ids(text)
+            if want_ids:
+                choice["token_ids"] = ids
+            if want_logprobs:
+                choice["logprobs"] = {
+                    "content": [
+                        {
+                            "token": f"<{t}>",
+                            "logprob": -(t % 997) / 997,
+                            "bytes": None,
+                            "top_logprobs": [],
+                        }
+                        for t in ids
+                    ]
+                }
             return {
                 "id": rid,
                 "object": "chat.completion.chunk",
                 "created": created,
                 "model": self.model,
-                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+                "choices": [choice],
             }
 
-        yield chunk({"role": "assistant", "content": ""})
+        first = chunk({"role": "assistant", "content": ""})
+        if want_ids:
+            first["prompt_token_ids"] = fake_token_ids(_canonical(body))[:prompt]
+        yield first
         for piece in _pieces(turn.reasoning, self.chunk_chars):
-            yield chunk({"reasoning_content": piece})
+            yield chunk({"reasoning_content": piece}, text=piece)
         for piece in _pieces(turn.content, self.chunk_chars):
-            yield chunk({"content": piece})
+            yield chunk({"content": piece}, text=piece)
         for i, call in enumerate(turn.tool_calls):
             head = {"index": i, "id": f"functions.{call.name}:{i}", "type": "function"}
             yield chunk(
                 {"tool_calls": [{**head, "function": {"name": call.name, "arguments": ""}}]}
             )
             for piece in _pieces(call.arguments, self.chunk_chars):
-                yield chunk({"tool_calls": [{"index": i, "function": {"arguments": piece}}]})
+                yield chunk(
+                    {"tool_calls": [{"index": i, "function": {"arguments": piece}}]}, text=piece
+                )
         yield chunk({}, "tool_calls" if turn.tool_calls else "stop")
         reasoning = count_tokens(turn.reasoning)
         out = reasoning + count_tokens(turn.content + "".join(c.arguments for c in turn.tool_calls))
@@ -270,7 +351,19 @@ class K3Server:
                 if not isinstance(result, ScriptedTurn):
                     self._json(status, result)
                     return
-                chunks = list(server.chunks(result, prompt, cached))
+                if fault is not None and fault.kind == "malformed":
+                    result = result.model_copy(
+                        update={
+                            "tool_calls": [
+                                c.model_copy(
+                                    update={"arguments": c.arguments[: len(c.arguments) // 2]}
+                                )
+                                for c in result.tool_calls
+                            ]
+                        }
+                    )
+                    fault = None
+                chunks = list(server.chunks(result, prompt, cached, body))
                 if not body.get("stream"):
                     self._json(200, _as_completion(chunks))
                     return
@@ -279,7 +372,17 @@ class K3Server:
                 self.send_header("Cache-Control", "no-cache")
                 self.send_header("Connection", "close")
                 self.end_headers()
+                if server.ttft_s:
+                    time.sleep(server.ttft_s)
                 for n, c in enumerate(chunks):
+                    if server.tokens_per_s and c["choices"]:
+                        time.sleep(
+                            len(
+                                c["choices"][0].get("token_ids")
+                                or fake_token_ids(_delta_text(c["choices"][0]["delta"]))
+                            )
+                            / server.tokens_per_s
+                        )
                     if fault is not None and n == 3:  # a cut stream: gone mid-answer
                         self.wfile.flush()
                         self.connection.shutdown(socket.SHUT_RDWR)
@@ -292,6 +395,18 @@ class K3Server:
                 self.close_connection = True
 
         return Handler
+
+
+def fake_token_ids(text: str) -> list[int]:
+    """Stand-in token ids, one per :func:`count_tokens` token, stable for the same text."""
+    data = text.encode()
+    return [zlib.crc32(data[i : i + 4]) % 163_840 for i in range(0, len(data), 4)]
+
+
+def _delta_text(delta: dict[str, Any]) -> str:
+    calls = delta.get("tool_calls") or []
+    args = "".join((c.get("function") or {}).get("arguments") or "" for c in calls)
+    return (delta.get("reasoning_content") or "") + (delta.get("content") or "") + args
 
 
 def _pieces(text: str, size: int) -> Iterator[str]:

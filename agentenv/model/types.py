@@ -47,8 +47,20 @@ class ToolCall(BaseModel):
     arguments: str = ""
 
 
+class Route(BaseModel):
+    """Which endpoint answered a turn, and why: the rule that allowed it, and the endpoints
+    that were down and fallen back from."""
+
+    endpoint: str
+    reason: str
+    fell_back_from: list[str] = []
+
+
 class Completion(BaseModel):
-    """One assistant turn, assembled from the stream."""
+    """One assistant turn, assembled from the stream. ``queued_s`` is time spent waiting
+    for a concurrency slot or backing off between retries (not the model's working time).
+    ``token_ids``, ``prompt_token_ids`` and ``logprobs`` are set only by endpoints that return
+    them (self-hosted vLLM/SGLang)."""
 
     content: str = ""
     reasoning_content: str = ""
@@ -61,6 +73,11 @@ class Completion(BaseModel):
     response_id: str | None = None
     model: str | None = None
     retries: int = 0
+    queued_s: float = 0.0
+    route: Route | None = None
+    token_ids: list[int] | None = None
+    prompt_token_ids: list[int] | None = None
+    logprobs: list[float] | None = None
 
 
 class StreamEvent(BaseModel):

@@ -1,0 +1,86 @@
+"""Policies other than a live model, each a :class:`~agentenv.model.types.ChatModel` so that
+one loop drives them all (pausing, tools, limits and the trajectory work the same):
+
+- :func:`oracle`: runs the task's reference ``solution.sh`` and submits (no model);
+- :func:`replay`: replays a recorded trajectory's turns, tool calls and all;
+- :func:`null`: does nothing, which proves a verifier can fail.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from agentenv.agent.loop import Trajectory
+from agentenv.model.client import EventCallback
+from agentenv.model.types import Completion, Route, ToolCall
+
+SOLUTION_PATH = "/tmp/agentenv-solution.sh"
+
+
+class ScriptedModel:
+    """Answers with fixed completions in order; once they run out, with a turn that calls
+    no tool (so the episode ends with ``no_tool_calls``). Costs nothing."""
+
+    def __init__(self, completions: list[Completion], name: str):
+        self.completions = completions
+        self.name = name
+        self._next = 0
+
+    async def complete(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None = None,
+        *,
+        on_event: EventCallback | None = None,
+    ) -> Completion:
+        """The next scripted turn."""
+        if self._next < len(self.completions):
+            done = self.completions[self._next].model_copy(deep=True)
+            self._next += 1
+        else:
+            done = Completion(content=f"({self.name}: nothing left to do)", finish_reason="stop")
+        done.route = Route(endpoint=self.name, reason=f"{self.name} policy")
+        return done
+
+
+def _call(index: int, name: str, **arguments: Any) -> ToolCall:
+    return ToolCall(id=f"functions.{name}:{index}", name=name, arguments=json.dumps(arguments))
+
+
+def oracle(solution: str, *, timeout_s: float = 1800) -> ScriptedModel:
+    """A policy that writes ``solution`` (the text of a task's ``solution.sh``) into the
+    sandbox, runs it with bash in the working directory, and submits."""
+    turn = Completion(
+        content="Running the reference solution.",
+        finish_reason="tool_calls",
+        tool_calls=[
+            _call(0, "write_file", path=SOLUTION_PATH, content=solution),
+            _call(1, "bash", command=f"bash {SOLUTION_PATH}", timeout=timeout_s),
+            _call(2, "submit", summary="reference solution"),
+        ],
+    )
+    return ScriptedModel([turn], "oracle")
+
+
+def replay(trajectory: Trajectory) -> ScriptedModel:
+    """A policy that makes the recorded trajectory's turns again, in order (reasoning,
+    content and tool calls as recorded; usage and cost zero: nothing is paid twice)."""
+    turns = [
+        Completion(
+            content=t.completion.content,
+            reasoning_content=t.completion.reasoning_content,
+            tool_calls=t.completion.tool_calls,
+            finish_reason=t.completion.finish_reason,
+        )
+        for t in trajectory.turns
+    ]
+    return ScriptedModel(turns, "replay")
+
+
+def null() -> ScriptedModel:
+    """A policy that does nothing and stops at once."""
+    return ScriptedModel([], "null")
+
+
+__all__ = ["ScriptedModel", "null", "oracle", "replay"]

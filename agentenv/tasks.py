@@ -1,0 +1,98 @@
+"""The task spec and its loader: one folder per task.
+
+```
+my-task/
+  task.toml        id, description, tags, image or Dockerfile, workdir, limits, verifier
+  instruction.md   what the agent is asked to do
+  workspace/       copied into the sandbox's workdir at the start
+  tests/           hidden: copied in only after the agent is done, for the verifier
+  solution.sh      the reference solution, run by the oracle policy
+```
+Everything is validated on load; a bad task names its file and the field.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from agentenv.agent.loop import Limits
+from agentenv.sandbox.images import BASE_IMAGE
+
+
+class TaskError(ValueError):
+    """A task folder that cannot be used; the message names the file and the field."""
+
+
+class Task(BaseModel):
+    """A task as loaded from its folder (``task.toml`` plus the files beside it)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    description: str = ""
+    tags: list[str] = []
+    image: str = BASE_IMAGE
+    dockerfile: str | None = None  # relative to the task folder; built when the image is absent
+    workdir: str = "/workspace"
+    limits: Limits = Limits()
+    verifier: dict[str, Any] | None = None
+    instruction: str = ""
+    folder: Path | None = None
+
+    @model_validator(mode="after")
+    def _workdir_absolute(self) -> Task:
+        if not self.workdir.startswith("/"):
+            raise ValueError(f"workdir must be an absolute path, got {self.workdir!r}")
+        return self
+
+    @property
+    def workspace(self) -> Path | None:
+        """The folder copied into the workdir at the start, if the task has one."""
+        path = self.folder / "workspace" if self.folder else None
+        return path if path is not None and path.is_dir() else None
+
+    @property
+    def solution(self) -> Path | None:
+        """The reference solution script, if the task has one."""
+        path = self.folder / "solution.sh" if self.folder else None
+        return path if path is not None and path.is_file() else None
+
+
+def load_task(folder: Path | str) -> Task:
+    """Load and validate the task in ``folder``; raises :class:`TaskError`."""
+    folder = Path(folder)
+    spec_file = folder / "task.toml"
+    if not spec_file.is_file():
+        raise TaskError(f"{spec_file}: not found (a task folder needs task.toml)")
+    try:
+        raw = tomllib.loads(spec_file.read_text())
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise TaskError(f"{spec_file}: not valid TOML: {e}") from e
+    for key in ("instruction", "folder"):
+        if key in raw:
+            raise TaskError(f"{spec_file}: {key}: not a task.toml field")
+    raw.setdefault("id", folder.resolve().name)
+    instruction_file = folder / "instruction.md"
+    if not instruction_file.is_file():
+        raise TaskError(f"{instruction_file}: not found (the agent's instruction goes there)")
+    raw["instruction"] = instruction_file.read_text()
+    if not raw["instruction"].strip():
+        raise TaskError(f"{instruction_file}: empty")
+    raw["folder"] = folder.resolve()
+    try:
+        task = Task.model_validate(raw)
+    except ValidationError as e:
+        problems = "; ".join(
+            f"{'.'.join(map(str, err['loc'])) or '(top level)'}: {err['msg']}" for err in e.errors()
+        )
+        raise TaskError(f"{spec_file}: {problems}") from e
+    if task.dockerfile is not None and not (folder / task.dockerfile).is_file():
+        raise TaskError(f"{spec_file}: dockerfile: {folder / task.dockerfile} not found")
+    return task
+
+
+__all__ = ["Task", "TaskError", "load_task"]
