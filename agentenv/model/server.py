@@ -212,7 +212,10 @@ class K3Server:
                     break
                 shared += 1
             self._previous = text
-            return 200, self._next_turn(body), prompt, shared // 4
+            if not callable(self.script):
+                return 200, self._next_turn(body), prompt, shared // 4
+        # A script function runs outside the lock: it may be slow, and requests overlap.
+        return 200, self._next_turn(body), prompt, shared // 4
 
     def chunks(
         self, turn: ScriptedTurn, prompt: int, cached: int, body: dict[str, Any] | None = None
@@ -343,7 +346,7 @@ class K3Server:
                     return
                 with server._lock:
                     fault = server.faults.pop(0) if server.faults else None
-                if fault is not None and fault.kind != "cut":
+                if fault is not None and fault.kind not in ("cut", "malformed"):
                     server.requests.append(body)
                     self._fault(fault)
                     return

@@ -8,10 +8,11 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
+import openai
 import pytest
 
 from agentenv.agent.loop import Limits, Trajectory, run_episode
-from agentenv.model import K3Server, OpenAIChatModel, ScriptedToolCall, ScriptedTurn
+from agentenv.model import Fault, K3Server, OpenAIChatModel, ScriptedToolCall, ScriptedTurn
 from agentenv.sandbox import DockerSandbox, connect
 
 pytestmark = pytest.mark.anyio
@@ -44,7 +45,7 @@ SOLVE = [
 ]
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 async def box() -> AsyncIterator[DockerSandbox]:
     async with await DockerSandbox.create() as sandbox:
         yield sandbox
@@ -124,3 +125,64 @@ async def test_limits_and_plain_answers_stop_the_episode(box: DockerSandbox) -> 
     with K3Server(forever, context_window=150) as server:
         traj = await _episode(server, box)
     assert traj.stop_reason == "context_length"
+
+
+async def test_parallel_tool_calls_run_in_order_with_one_message_each(box: DockerSandbox) -> None:
+    turn = ScriptedTurn(
+        reasoning="Three things at once.",
+        tool_calls=[
+            tool("bash", command="echo one > /tmp/order"),
+            tool("bash", command="echo two >> /tmp/order"),
+            tool("read_file", path="/tmp/order"),
+            tool("nonexistent_tool"),
+        ],
+    )
+    with K3Server([turn, ScriptedTurn(reasoning="ok", tool_calls=[tool("submit")])]) as server:
+        traj = await _episode(server, box)
+    results = traj.turns[0].tool_results
+    assert results[2].output == "one\ntwo\n"  # ran in the order given
+    assert results[3].error and "unknown tool" in results[3].text
+    second = server.requests[1]["messages"]
+    ids = [c["id"] for c in second[-5]["tool_calls"]]
+    assert [m["tool_call_id"] for m in second[-4:]] == ids
+    assert len(set(ids)) == 4
+    assert all(r.duration_s >= 0 for r in results)
+
+
+@pytest.mark.parametrize("kind", ["429", "500", "503", "cut", "stall", "malformed"])
+async def test_every_fault_within_a_full_episode(box: DockerSandbox, kind: str) -> None:
+    # the fault hits the second request; the episode recovers and submits
+    faults: list[Fault | None] = [None, Fault(kind=kind, stall_s=3.0)]  # type: ignore[arg-type]
+    with K3Server(SOLVE, faults=faults) as server:
+        model = OpenAIChatModel(
+            base_url=server.base_url, api_key="k", timeout_s=1.0, backoff_initial_s=0.01
+        )
+        try:
+            traj = await run_episode(model, box, "Make greet.py print hello.")
+        finally:
+            await model.aclose()
+    assert traj.stop_reason == "submitted"
+    if kind == "malformed":  # the model's mistake: reported back, not retried
+        assert traj.retries == 0
+        assert all(r.error for r in traj.turns[1].tool_results if r.name != "submit")
+        assert "not valid JSON" in traj.turns[1].tool_results[0].text
+    else:
+        assert traj.retries == 1 and traj.turns[1].completion.retries == 1
+        assert len(server.requests) == len(traj.turns) + 1
+    assert not box.paused
+
+
+async def test_an_endpoint_that_stays_down_fails_the_episode_not_the_loop(
+    box: DockerSandbox,
+) -> None:
+    with K3Server(SOLVE, faults=[Fault(kind="503")] * 3) as server:
+        model = OpenAIChatModel(
+            base_url=server.base_url, api_key="k", max_attempts=3, backoff_initial_s=0.01
+        )
+        try:
+            with pytest.raises(openai.InternalServerError):
+                await run_episode(model, box, "x")
+        finally:
+            await model.aclose()
+    assert not box.paused  # resumed even though the model call failed
+    assert (await box.exec("true")).ok
