@@ -88,6 +88,16 @@ async def test_scripted_episode_solves_the_task(box: DockerSandbox) -> None:
     # accounting: the shared prefix is cached, and dollars add up
     assert traj.turns[-1].completion.usage.cached_tokens > 0
     assert traj.cost_usd == pytest.approx(sum(t.completion.cost_usd for t in traj.turns))
+    for before, after in itertools.pairwise(traj.turns):
+        # append-only history with identical tools: all of the previous prompt is cached
+        # (bar the closing brackets and rounding)
+        assert after.completion.usage.cached_tokens >= before.completion.usage.prompt_tokens - 2
+    u = traj.turns[-1].completion.usage
+    expected = ((u.prompt_tokens - u.cached_tokens) * 3.0 + u.cached_tokens * 0.3) / 1e6
+    expected += u.completion_tokens * 15.0 / 1e6
+    assert traj.turns[-1].completion.cost_usd == pytest.approx(expected)
+    assert traj.cache_hit_rate == pytest.approx(traj.cached_tokens / traj.prompt_tokens)
+    assert traj.cache_hit_rate > 0.5
     assert Trajectory.model_validate_json(traj.model_dump_json()) == traj
 
 
