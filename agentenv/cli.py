@@ -23,6 +23,7 @@ from agentenv import log
 from agentenv.agent.loop import Trajectory
 from agentenv.model.client import StreamCut
 from agentenv.model.router import NoRoute
+from agentenv.runner.summary import Row
 from agentenv.sandbox import SandboxError, SandboxSpec, connect
 from agentenv.sandbox import gc as gc_mod
 from agentenv.sandbox.images import BASE_IMAGE, PACKAGES_LABEL, build_base, packages_digest
@@ -239,7 +240,7 @@ def run(
     """Run one episode and show it live: reasoning (dimmed), tool calls and their results,
     then turns, tokens, cache hits and dollars."""
     from agentenv.render import EpisodeRenderer, summary_line
-    from agentenv.runner import resolve_policy, run_task
+    from agentenv.runner import Policies, run_task
     from agentenv.tasks import Task, TaskError, load_task
 
     try:
@@ -253,25 +254,25 @@ def run(
             raise TaskError("give a task folder, or --instruction (and optionally --image)")
         if max_turns is not None:
             the_task.limits.max_turns = max_turns
-        policy = resolve_policy(model, the_task, reasoning_effort=reasoning_effort)
-    except (TaskError, KeyError, ValueError) as e:
+        source = Policies(model, reasoning_effort=reasoning_effort)
+        policy = source.for_task(the_task)
+    except (TaskError, KeyError, ValueError, NoRoute) as e:
         raise _fail(str(e).strip("'\"")) from e
     renderer = EpisodeRenderer(out)
     out.print(f"[bold]{the_task.id}[/] with {model}", highlight=False)
 
     async def episode() -> Trajectory:
         try:
-            return await run_task(
+            traj, _ = await run_task(
                 the_task,
                 policy,
                 pause=not no_pause,
                 on_event=renderer.on_event,
                 on_tool_result=renderer.on_tool_result,
             )
+            return traj
         finally:
-            close = getattr(policy, "aclose", None)
-            if close is not None:
-                await close()
+            await source.aclose()
 
     try:
         traj = anyio.run(episode)
@@ -281,6 +282,144 @@ def run(
         save.parent.mkdir(parents=True, exist_ok=True)
         save.write_text(traj.model_dump_json(indent=1))
     out.print(f"[bold]{summary_line(traj)}[/]", highlight=False, soft_wrap=True)
+
+
+def _print_wide(table: Table) -> None:
+    # a table read in a log or a pipe should not be squeezed to 80 columns
+    (out if out.is_terminal else Console(width=max(out.width, 140))).print(table)
+
+
+ModelOption = Annotated[
+    str,
+    typer.Option(
+        "--model",
+        "-m",
+        help="kimi-k3, an OpenAI-compatible URL (comma-separate to route with "
+        "fallback), oracle, or null.",
+    ),
+]
+
+
+@app.command("eval")
+def eval_(
+    paths: Annotated[
+        list[Path] | None, typer.Argument(help="Task folders, or folders of them.")
+    ] = None,
+    model: ModelOption = "kimi-k3",
+    samples: Annotated[int, typer.Option("--samples", "-k", min=1, help="Episodes per task.")] = 1,
+    concurrency: Annotated[int, typer.Option("--concurrency", "-c", min=1)] = 4,
+    out_dir: Annotated[
+        Path | None, typer.Option("--out", "-o", help="Job folder; default runs/<model>.")
+    ] = None,
+    attempts: Annotated[
+        int, typer.Option(min=1, help="Tries per episode on infrastructure failures.")
+    ] = 3,
+    keep_final: Annotated[
+        bool, typer.Option("--keep-final", help="Keep each final state (for --regrade).")
+    ] = False,
+    regrade_dir: Annotated[
+        Path | None,
+        typer.Option("--regrade", help="Re-run the verifiers on a job's kept final states."),
+    ] = None,
+    reasoning_effort: Annotated[str | None, typer.Option(help="K3 takes only 'max'.")] = None,
+) -> None:
+    """Run tasks × samples, verify each episode, and report pass@k, reward, tokens, cache hits,
+    dollars and time. Re-running on the same --out resumes."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from agentenv.render import summary_table
+    from agentenv.runner.eval import JobStopped, regrade, run_eval
+    from agentenv.runner.eval import Progress as JobProgress
+    from agentenv.runner.results import ConfigMismatch
+    from agentenv.tasks import TaskError, load_tasks
+
+    if regrade_dir is not None:
+        try:
+            rows = anyio.run(regrade, regrade_dir)
+        except (OSError, TaskError, SandboxError) as e:
+            raise _fail(str(e)) from e
+        _print_wide(summary_table(rows, f"{regrade_dir} (regraded)"))
+        return
+    if not paths:
+        raise _fail("give task folders (or a folder of them, such as environments/)")
+    folder = out_dir or Path("runs") / "".join(
+        c if c.isalnum() or c in "-_." else "_" for c in model
+    )
+    try:
+        tasks = load_tasks(paths)
+    except TaskError as e:
+        raise _fail(str(e)) from e
+    missing = [t.id for t in tasks if t.verifier is None]
+    if missing:
+        raise _fail(f"these tasks have no [verifier] in task.toml: {', '.join(missing)}")
+    bar = Progress(
+        TextColumn("[bold]eval[/]"),
+        BarColumn(),
+        TextColumn(
+            "{task.completed}/{task.total} done · {task.fields[passed]} passed · "
+            "{task.fields[running]} running · {task.fields[errors]} errors · "
+            "${task.fields[cost]:.4f}"
+        ),
+        TimeElapsedColumn(),
+        console=err,
+        transient=False,
+    )
+    bar_id = bar.add_task(
+        "eval", total=len(tasks) * samples, passed=0, running=0, errors=0, cost=0.0
+    )
+
+    def show(p: JobProgress) -> None:
+        bar.update(
+            bar_id,
+            completed=p.done,
+            passed=p.passed,
+            running=p.running,
+            errors=p.errors,
+            cost=p.cost_usd,
+        )
+
+    async def job() -> list[Row]:
+        return await run_eval(
+            tasks,
+            model,
+            out=folder,
+            samples=samples,
+            concurrency=concurrency,
+            attempts=attempts,
+            keep_final=keep_final,
+            reasoning_effort=reasoning_effort,
+            on_progress=show,
+        )
+
+    try:
+        with bar:
+            rows = anyio.run(job)
+    except (ConfigMismatch, KeyError, ValueError, JobStopped, NoRoute) as e:
+        raise _fail(str(e).strip("'\"")) from e
+    except SandboxError as e:
+        raise _fail(str(e)) from e
+    _print_wide(summary_table(rows, f"{len(tasks)} tasks × {samples} samples with {model}"))
+    out.print(f"results in {folder}/ (results.jsonl, trajectories/, summary.json)", highlight=False)
+
+
+@app.command()
+def report(
+    folder: Annotated[Path, typer.Argument(help="A job folder (agentenv eval --out).")],
+) -> None:
+    """Print a job's summary again, from its results.jsonl."""
+    from agentenv.render import summary_table
+    from agentenv.runner.eval import load_config, write_summary
+    from agentenv.runner.results import load_results
+
+    try:
+        config = load_config(folder)
+    except (OSError, ValueError) as e:
+        raise _fail(str(e)) from e
+    results = list(load_results(folder).values())
+    rows = write_summary(folder, results, config.samples)
+    expected = len(config.tasks) * config.samples
+    title = f"{folder}: {len(results)}/{expected} episodes with {config.model}"
+    _print_wide(summary_table(rows, title))
 
 
 @app.command("serve-model")

@@ -4,11 +4,13 @@ tool call and its result as they happen, and a closing line of figures."""
 from __future__ import annotations
 
 from rich.console import Console
+from rich.table import Table
 from rich.text import Text
 
 from agentenv.agent.loop import Trajectory
 from agentenv.agent.tools import ToolResult
 from agentenv.model.types import StreamEvent
+from agentenv.runner.summary import Row
 
 SHOWN_LINES = 12  # of a tool's output; the trajectory keeps all of it
 
@@ -70,8 +72,14 @@ class EpisodeRenderer:
 
 
 def summary_line(traj: Trajectory) -> str:
-    """Stop reason, turns, tokens (with cache hits), dollars and time, on one line."""
-    return (
+    """Reward, stop reason, turns, tokens (with cache hits), dollars and time, on one line."""
+    score = ""
+    if traj.score is not None and traj.score.error:
+        score = f"verifier error: {traj.score.error} · "
+    elif traj.score is not None:
+        verdict = "passed" if traj.score.passed else "failed"
+        score = f"reward {traj.score.reward:.2f} ({verdict}) · "
+    return score + (
         f"{traj.stop_reason} · {len(traj.turns)} turns · "
         f"{traj.prompt_tokens:,} tokens in ({traj.cached_tokens:,} cached, "
         f"{traj.cache_hit_rate:.0%} hit) · {traj.completion_tokens:,} out "
@@ -79,3 +87,34 @@ def summary_line(traj: Trajectory) -> str:
         f"{traj.wall_s:.1f} s ({traj.paused_s:.1f} s paused)"
         + (f" · {traj.retries} retries" if traj.retries else "")
     )
+
+
+def _pct(value: float | None) -> str:
+    return "—" if value is None else f"{value:.0%}"
+
+
+def summary_table(rows: list[Row], title: str) -> Table:
+    """The per-task table of a job, its last row the total."""
+    k = rows[-1].k if rows else 1
+    table = Table(title=title)
+    names = ("task", "pass@1", f"pass@{k}", "reward", "in", "cached", "out", "hit", "$", "time")
+    for name in (*names, "errors"):
+        table.add_column(name, justify="left" if name == "task" else "right", no_wrap=True)
+    for r in rows:
+        style = "bold" if r.task_id == "total" else None
+        table.add_row(
+            r.task_id,
+            _pct(r.pass_at_1),
+            _pct(r.pass_at_k),
+            "—" if r.mean_reward is None else f"{r.mean_reward:.2f}",
+            f"{r.prompt_tokens:,}",
+            f"{r.cached_tokens:,}",
+            f"{r.completion_tokens:,}",
+            _pct(r.cache_hit_rate) if r.prompt_tokens else "—",
+            f"{r.cost_usd:.4f}",
+            f"{r.wall_s:.1f} s",
+            str(r.errors) if r.errors else "",
+            style=style,
+            end_section=r.task_id != "total" and r is rows[-2],
+        )
+    return table

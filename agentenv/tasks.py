@@ -13,14 +13,15 @@ Everything is validated on load; a bad task names its file and the field.
 
 from __future__ import annotations
 
+import hashlib
 import tomllib
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from agentenv.agent.loop import Limits
 from agentenv.sandbox.images import BASE_IMAGE
+from agentenv.verify import Check
 
 
 class TaskError(ValueError):
@@ -39,7 +40,8 @@ class Task(BaseModel):
     dockerfile: str | None = None  # relative to the task folder; built when the image is absent
     workdir: str = "/workspace"
     limits: Limits = Limits()
-    verifier: dict[str, Any] | None = None
+    verifier: Check | None = None
+    verify_in_fresh_container: bool = False  # from the final snapshot: nothing left running
     instruction: str = ""
     folder: Path | None = None
 
@@ -53,6 +55,12 @@ class Task(BaseModel):
     def workspace(self) -> Path | None:
         """The folder copied into the workdir at the start, if the task has one."""
         path = self.folder / "workspace" if self.folder else None
+        return path if path is not None and path.is_dir() else None
+
+    @property
+    def tests(self) -> Path | None:
+        """The hidden tests, copied in only for the verifier."""
+        path = self.folder / "tests" if self.folder else None
         return path if path is not None and path.is_dir() else None
 
     @property
@@ -95,4 +103,37 @@ def load_task(folder: Path | str) -> Task:
     return task
 
 
-__all__ = ["Task", "TaskError", "load_task"]
+def load_tasks(paths: list[Path] | list[str]) -> list[Task]:
+    """Tasks from each path: a task folder (it has ``task.toml``), or a folder of task
+    folders such as ``environments/``. Ids must be unique."""
+    tasks: list[Task] = []
+    for path in map(Path, paths):
+        if (path / "task.toml").is_file():
+            tasks.append(load_task(path))
+        elif path.is_dir():
+            found = sorted(p.parent for p in path.glob("*/task.toml"))
+            if not found:
+                raise TaskError(f"{path}: no task folders (folders with a task.toml) in it")
+            tasks.extend(load_task(p) for p in found)
+        else:
+            raise TaskError(f"{path}: no such task folder")
+    seen: dict[str, Path | None] = {}
+    for task in tasks:
+        if task.id in seen:
+            raise TaskError(f"task id {task.id!r} is used twice: {seen[task.id]} and {task.folder}")
+        seen[task.id] = task.folder
+    return tasks
+
+
+def task_digest(task: Task) -> str:
+    """A digest of everything in the task's folder: a job refuses to resume when it changed."""
+    h = hashlib.sha256(task.model_dump_json(exclude={"folder"}).encode())
+    if task.folder is not None:
+        for path in sorted(task.folder.rglob("*")):
+            if path.is_file():
+                h.update(str(path.relative_to(task.folder)).encode() + b"\0")
+                h.update(path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+__all__ = ["Task", "TaskError", "load_task", "load_tasks", "task_digest"]

@@ -19,6 +19,7 @@ from agentenv.agent.tools import ToolResult, run_tool, tool_schemas
 from agentenv.model.client import ContextOverflow, EventCallback
 from agentenv.model.types import ChatModel, Completion
 from agentenv.sandbox.protocol import Sandbox
+from agentenv.verify import Score
 
 StopReason = Literal[
     "submitted",
@@ -82,6 +83,14 @@ class Trajectory(BaseModel):
     wall_s: float = 0.0
     paused_s: float = 0.0
     queued_s: float = 0.0
+    score: Score | None = None  # set by the verifier after the episode
+
+    @property
+    def reward(self) -> float | None:
+        """The verifier's reward, if the episode was verified and the verifier worked."""
+        if self.score is None or self.score.error is not None:
+            return None
+        return self.score.reward
 
     @property
     def working_s(self) -> float:

@@ -46,8 +46,11 @@ DEFAULT_RULES = (Rule(tag="sensitive", self_hosted_only=True),)
 
 
 class NoRoute(Exception):
-    """No endpoint may serve this task (the rules exclude them all), or every allowed one is
-    down; the episode fails, the job goes on."""
+    """No endpoint may serve this task: the rules exclude them all."""
+
+
+class AllEndpointsDown(NoRoute):
+    """Every endpoint this task may use is down; the episode fails, the job goes on."""
 
 
 class Router:
@@ -164,10 +167,10 @@ class RoutedModel:
             self.current = endpoint
             done.route = Route(endpoint=endpoint.name, reason=reason, fell_back_from=failed)
             return done
-        raise NoRoute(
+        raise AllEndpointsDown(
             f"every endpoint allowed for task {self.task_id!r} is down "
             f"({', '.join(failed)}); last error: {type(last).__name__}: {last}"
         ) from last
 
 
-__all__ = ["DEFAULT_RULES", "NoRoute", "RoutedModel", "Router", "Rule"]
+__all__ = ["DEFAULT_RULES", "AllEndpointsDown", "NoRoute", "RoutedModel", "Router", "Rule"]

@@ -1,6 +1,6 @@
-"""Running episodes of tasks: one episode end to end, and the policies by name."""
+"""Running tasks: one episode end to end, eval jobs, and the policies by name."""
 
-from agentenv.runner.episode import prepare_sandbox, run_task
-from agentenv.runner.policy import resolve_policy
+from agentenv.runner.episode import prepare_sandbox, run_task, verify_task
+from agentenv.runner.policy import Policies
 
-__all__ = ["prepare_sandbox", "resolve_policy", "run_task"]
+__all__ = ["Policies", "prepare_sandbox", "run_task", "verify_task"]

@@ -1,24 +1,51 @@
-"""A policy by name, as the CLI and job files spell it: ``kimi-k3`` (or another preset), an
-OpenAI-compatible base URL, ``oracle`` (the task's solution.sh) or ``null`` (does nothing)."""
+"""Policies by name, as the CLI and job configs spell them: ``kimi-k3`` (or another preset),
+an OpenAI-compatible base URL, several of those separated by commas (routed, with
+fallback, in that order), ``oracle`` (the task's solution.sh) or ``null`` (does nothing).
+
+A job makes one :class:`Policies` and asks it for each episode's model: endpoint clients are
+shared by every episode, and so are their concurrency limits and routing state.
+"""
 
 from __future__ import annotations
 
 from agentenv.agent import policies
 from agentenv.model.client import OpenAIChatModel
-from agentenv.model.endpoints import resolve_endpoint
+from agentenv.model.endpoints import Endpoint, resolve_endpoint
+from agentenv.model.router import Router
 from agentenv.model.types import ChatModel
 from agentenv.tasks import Task, TaskError
 
 BUILT_IN = ("oracle", "null")
 
 
-def resolve_policy(spec: str, task: Task, *, reasoning_effort: str | None = None) -> ChatModel:
-    """The chat model that plays ``task`` for ``spec``; a missing API key, an unknown name or
-    an oracle without ``solution.sh`` is a clear error."""
-    if spec == "oracle":
-        if task.solution is None:
-            raise TaskError(f"task {task.id!r} has no solution.sh for the oracle")
-        return policies.oracle(task.solution.read_text())
-    if spec == "null":
-        return policies.null()
-    return OpenAIChatModel.for_endpoint(resolve_endpoint(spec), reasoning_effort=reasoning_effort)
+class Policies:
+    """The policy for each episode of a job."""
+
+    def __init__(self, spec: str, *, reasoning_effort: str | None = None):
+        self.spec = spec
+        self.router: Router | None = None
+        if spec not in BUILT_IN:
+            endpoints = [resolve_endpoint(part.strip()) for part in spec.split(",")]
+
+            def client(endpoint: Endpoint) -> ChatModel:
+                return OpenAIChatModel.for_endpoint(endpoint, reasoning_effort=reasoning_effort)
+
+            for endpoint in endpoints:  # fail now, clearly, on a missing key or bad option
+                endpoint.api_key()
+                endpoint.request_options(reasoning_effort=reasoning_effort)
+            self.router = Router(endpoints, make_model=client)
+
+    def for_task(self, task: Task) -> ChatModel:
+        """The model that plays one episode of ``task``."""
+        if self.spec == "oracle":
+            if task.solution is None:
+                raise TaskError(f"task {task.id!r} has no solution.sh for the oracle")
+            return policies.oracle(task.solution.read_text())
+        if self.spec == "null" or self.router is None:
+            return policies.null()
+        return self.router.for_task(task.tags, task_id=task.id)
+
+    async def aclose(self) -> None:
+        """Close the endpoint clients."""
+        if self.router is not None:
+            await self.router.aclose()

@@ -37,7 +37,7 @@ from agentenv.sandbox.errors import (
     SandboxUnavailable,
 )
 from agentenv.sandbox.images import resolve_image
-from agentenv.sandbox.labels import SNAPSHOT_REPOSITORY, labels_for
+from agentenv.sandbox.labels import KEPT, OWNER, SNAPSHOT_REPOSITORY, labels_for
 from agentenv.sandbox.protocol import DEFAULT_MAX_OUTPUT, ExecResult, OutputCallback, Snapshot
 from agentenv.sandbox.spec import SandboxSpec
 from agentenv.sandbox.stream import StreamClosed
@@ -405,12 +405,19 @@ class DockerSandbox:
             raise await self._unavailable(e) from e
         return int(stats["cpu_stats"]["cpu_usage"]["total_usage"])
 
-    async def snapshot(self, tag: str | None = None) -> Snapshot:
-        """Commit the filesystem to an image (labelled, collectable) for :func:`fork`."""
+    async def snapshot(self, tag: str | None = None, *, keep_s: float | None = None) -> Snapshot:
+        """Commit the filesystem to an image (labelled, collectable) for :func:`fork`.
+
+        By default ``agentenv gc`` may remove it once this process is gone; with ``keep_s``
+        it outlives the process (kept results) and only its expiry, ``keep_s`` from now,
+        lets gc remove it."""
         if self._closed:
             raise SandboxClosed(f"sandbox {self.id[:12]} is closed")
         tag = tag or f"{self.id[:12]}-{int(time.time() * 1000)}"
-        conf = {"Labels": labels_for("snapshot", self.spec.ttl_s, self.spec.labels)}
+        labels = labels_for("snapshot", keep_s or self.spec.ttl_s, self.spec.labels)
+        if keep_s is not None:
+            labels[OWNER] = KEPT  # no owner process: only the expiry applies
+        conf = {"Labels": labels}
         try:
             result = await self._engine.run(
                 self._engine.api.commit, self.id, repository=SNAPSHOT_REPOSITORY, tag=tag, conf=conf

@@ -34,6 +34,13 @@ BASE_PACKAGES = (
     "git",
     "ca-certificates",
     "tini",
+    # what the bundled tasks and their verifiers need: tests, a C toolchain, charts
+    "python3-pytest",
+    "gcc",
+    "libc6-dev",
+    "make",
+    "python3-pil",
+    "gnuplot-nox",
 )
 PACKAGES_LABEL = "agentenv.base.packages"
 

@@ -21,6 +21,7 @@ EXPIRES = "agentenv.expires"
 KIND = "agentenv.kind"  # "sandbox" or "snapshot"
 CREATED = "agentenv.created"
 SNAPSHOT_REPOSITORY = "agentenv/snapshot"  # where snapshot images are tagged
+KEPT = "kept"  # the owner of objects meant to outlive their process (expiry only)
 
 
 def _start_ticks(pid: int) -> str:
@@ -62,6 +63,8 @@ def labels_for(kind: str, ttl_s: float, extra: dict[str, str] | None = None) -> 
 def owner_alive(owner_label: str) -> bool | None:
     """Whether the labelled owner process still runs; ``None`` when it is on another host
     (we cannot tell, so only the expiry applies)."""
+    if owner_label == KEPT:
+        return None
     host, _, rest = owner_label.partition(":")
     pid_text, _, start = rest.partition(":")
     if host != socket.gethostname() or not pid_text.isdigit():

@@ -105,8 +105,9 @@ class Sandbox(Protocol):
         """Thaw a paused sandbox."""
         ...
 
-    async def snapshot(self, tag: str | None = None) -> Snapshot:
-        """Save the filesystem so that ``fork`` can start sandboxes from it."""
+    async def snapshot(self, tag: str | None = None, *, keep_s: float | None = None) -> Snapshot:
+        """Save the filesystem so that ``fork`` can start sandboxes from it; with ``keep_s``
+        it outlives this process for that long."""
         ...
 
     async def close(self) -> None:

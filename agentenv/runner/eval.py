@@ -1,0 +1,254 @@
+"""Eval jobs: tasks × samples with a policy, each episode verified, every result durable.
+
+The job folder holds ``config.json`` (what the job is), ``results.jsonl`` (one fsynced line
+per finished episode: the truth a re-run resumes from), ``trajectories/<task>/<sample>.json``
+(written before its result line) and ``summary.json``. Running the same job on the same
+folder again runs only the episodes without a result line.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import anyio
+import structlog
+from pydantic import BaseModel
+
+from agentenv.agent.loop import Trajectory
+from agentenv.runner.episode import run_task, verify_snapshot
+from agentenv.runner.outcomes import POLICY, Outcome, classify
+from agentenv.runner.policy import Policies
+from agentenv.runner.results import (
+    EpisodeResult,
+    JobConfig,
+    append_result,
+    check_config,
+    load_results,
+    rewrite_results,
+    write_atomic,
+    write_json,
+)
+from agentenv.runner.summary import Row, summarize
+from agentenv.sandbox import SandboxSpec
+from agentenv.sandbox.protocol import Snapshot
+from agentenv.tasks import Task, load_tasks, task_digest
+
+log = structlog.get_logger(__name__)
+
+
+class Progress(BaseModel):
+    """Where a job is, for a progress bar: episodes done (this run and before), passed,
+    running, errors, and dollars so far."""
+
+    total: int
+    done: int = 0
+    passed: int = 0
+    running: int = 0
+    errors: int = 0
+    cost_usd: float = 0.0
+
+
+class JobStopped(Exception):
+    """The job stopped early: an outcome whose policy is to stop everything (a refused key)."""
+
+
+def _result_from(
+    task: Task, sample: int, traj: Trajectory, attempts: int, kept: Snapshot | None
+) -> EpisodeResult:
+    score = traj.score
+    outcome: Outcome = "graded"
+    if score is None:
+        outcome, error = "verifier_error", "the task has no verifier"
+    elif score.error is not None:
+        outcome, error = "verifier_error", score.error
+    else:
+        error = None
+    graded = POLICY[outcome].graded
+    return EpisodeResult(
+        task_id=task.id,
+        sample=sample,
+        outcome=outcome,
+        reward=score.reward if graded and score else None,
+        passed=bool(graded and score and score.passed),
+        stop_reason=traj.stop_reason,
+        error=error,
+        attempts=attempts,
+        turns=len(traj.turns),
+        prompt_tokens=traj.prompt_tokens,
+        cached_tokens=traj.cached_tokens,
+        completion_tokens=traj.completion_tokens,
+        cost_usd=traj.cost_usd,
+        wall_s=traj.wall_s,
+        trajectory=f"trajectories/{task.id}/{sample}.json",
+        final_snapshot=kept.tag if kept else None,
+        score=score,
+    )
+
+
+async def run_episode_with_retries(
+    task: Task,
+    sample: int,
+    policies: Policies,
+    *,
+    folder: Path,
+    attempts: int,
+    keep_final: bool,
+) -> EpisodeResult:
+    """One episode, retried on infrastructure failures per the outcome table; its trajectory
+    written (atomically) before the result is returned."""
+    started = time.monotonic()
+    for attempt in range(1, attempts + 1):
+        tag = f"final-{task.id}-{sample}-{uuid.uuid4().hex[:8]}" if keep_final else None
+        try:
+            traj, kept = await run_task(task, policies.for_task(task), keep_final=tag)
+        except Exception as e:  # classified by the outcome table, not handled ad hoc
+            outcome = classify(e)
+            rule = POLICY[outcome]
+            log.warning(
+                "episode.failed",
+                task=task.id,
+                sample=sample,
+                attempt=attempt,
+                outcome=outcome,
+                error=f"{type(e).__name__}: {e}",
+            )
+            if rule.stop_job:
+                raise JobStopped(f"{outcome}: {type(e).__name__}: {e}") from e
+            if rule.retry and attempt < attempts:
+                continue
+            return EpisodeResult(
+                task_id=task.id,
+                sample=sample,
+                outcome=outcome,
+                error=f"{type(e).__name__}: {e}",
+                attempts=attempt,
+                wall_s=time.monotonic() - started,
+            )
+        result = _result_from(task, sample, traj, attempt, kept)
+        write_atomic(folder / str(result.trajectory), traj.model_dump_json(indent=1).encode())
+        return result
+    raise AssertionError("unreachable: the last attempt always returns")
+
+
+async def run_eval(
+    tasks: list[Task],
+    model: str,
+    *,
+    out: Path,
+    samples: int = 1,
+    concurrency: int = 4,
+    attempts: int = 3,
+    keep_final: bool = False,
+    reasoning_effort: str | None = None,
+    on_progress: Callable[[Progress], None] | None = None,
+) -> list[Row]:
+    """Run every (task, sample) that ``out`` has no result for yet; return the summary of
+    all of them. Refuses (``ConfigMismatch``) a folder that holds a different job."""
+    if samples < 1 or concurrency < 1 or attempts < 1:
+        raise ValueError("samples, concurrency and attempts must be at least 1")
+    config = JobConfig(
+        model=model,
+        samples=samples,
+        tasks={t.id: task_digest(t) for t in tasks},
+        keep_final=keep_final,
+        folders={t.id: str(t.folder) for t in tasks if t.folder is not None},
+    )
+    check_config(out, config)
+    done = load_results(out)
+    todo = [(t, s) for t in tasks for s in range(samples) if (t.id, s) not in done]
+    progress = Progress(
+        total=len(tasks) * samples,
+        done=len(done),
+        passed=sum(r.passed for r in done.values()),
+        errors=sum(not POLICY[r.outcome].graded for r in done.values()),
+        cost_usd=sum(r.cost_usd for r in done.values()),
+    )
+    log.info("eval.start", tasks=len(tasks), samples=samples, done=len(done), todo=len(todo))
+    policies = Policies(model, reasoning_effort=reasoning_effort)
+    limiter = anyio.CapacityLimiter(concurrency)
+
+    def report() -> None:
+        if on_progress is not None:
+            on_progress(progress.model_copy())
+
+    async def one(task: Task, sample: int) -> None:
+        async with limiter:
+            progress.running += 1
+            report()
+            try:
+                result = await run_episode_with_retries(
+                    task, sample, policies, folder=out, attempts=attempts, keep_final=keep_final
+                )
+            finally:
+                progress.running -= 1
+            append_result(out, result)
+            done[(task.id, sample)] = result
+            progress.done += 1
+            progress.passed += result.passed
+            progress.errors += not POLICY[result.outcome].graded
+            progress.cost_usd += result.cost_usd
+            report()
+
+    report()
+    try:
+        async with anyio.create_task_group() as tg:
+            for task, sample in todo:
+                tg.start_soon(one, task, sample)
+    finally:
+        await policies.aclose()
+    return write_summary(out, list(done.values()), samples)
+
+
+def write_summary(out: Path, results: list[EpisodeResult], k: int) -> list[Row]:
+    """Compute the summary and write ``summary.json``."""
+    rows = summarize(results, k)
+    write_json(out / "summary.json", [r.model_dump() for r in rows])
+    return rows
+
+
+def load_config(out: Path) -> JobConfig:
+    """The job's ``config.json``; a clear error when ``out`` is not a job folder."""
+    path = out / "config.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"{out} is not a job folder (no config.json in it)")
+    return JobConfig.model_validate_json(path.read_text())
+
+
+async def regrade(out: Path) -> list[Row]:
+    """Verify every kept final state again (``--keep-final``), in a fresh sandbox from its
+    snapshot, without running any agent; rewrite the results and the summary. The tasks'
+    verifiers and hidden tests are read from their folders as they are now."""
+    config = load_config(out)
+    by_id = {t.id: t for t in load_tasks(list(config.folders.values()))}
+    results = load_results(out)
+    updated = []
+    for key in sorted(results):
+        result = results[key]
+        task = by_id.get(result.task_id)
+        if result.final_snapshot is None or task is None:
+            updated.append(result)
+            continue
+        image = result.final_snapshot
+        spec = SandboxSpec(image=image, workdir=task.workdir)
+        snapshot = Snapshot(image_id=image, tag=image, spec=spec, source_id="")
+        score = await verify_snapshot(snapshot, task)
+        graded = score is not None and score.error is None
+        updated.append(
+            result.model_copy(
+                update={
+                    "outcome": "graded" if graded else "verifier_error",
+                    "reward": score.reward if graded and score else None,
+                    "passed": bool(graded and score and score.passed),
+                    "error": None if graded else (score.error if score else "no verifier"),
+                    "score": score,
+                }
+            )
+        )
+    rewrite_results(out, updated)
+    return write_summary(out, updated, config.samples)
+
+
+__all__ = ["JobStopped", "Progress", "load_config", "regrade", "run_eval", "write_summary"]

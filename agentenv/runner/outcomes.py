@@ -1,0 +1,78 @@
+"""What each way an episode can end means for the job: one table, not scattered excepts.
+
+An agent that fails (wrong answer, gave up, hit a limit, overflowed its context) is a
+*result*: graded, its reward valid. The infrastructure failing under it (container died,
+engine hiccup, endpoint down) is retried, then recorded as an error without a reward. A
+broken verifier or task is an error too, but retrying cannot fix it; a refused key stops the
+whole job, since every other episode would fail the same way.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, NamedTuple
+
+import openai
+
+from agentenv.model.client import ContextOverflow, StreamCut
+from agentenv.model.router import AllEndpointsDown, NoRoute
+from agentenv.sandbox.errors import (
+    EngineUnavailable,
+    ImageUnavailable,
+    SandboxError,
+    SandboxUnavailable,
+)
+from agentenv.tasks import TaskError
+
+Outcome = Literal[
+    "graded",  # the agent ran and the verifier scored it (whatever the reward)
+    "verifier_error",  # the verifier could not score (crashed, timed out, missing)
+    "sandbox_lost",  # the container died or the engine hiccuped under the episode
+    "endpoint_down",  # the model endpoint stayed down past the client's retries
+    "bad_request",  # the endpoint refused the request (400): a bug or a misconfiguration
+    "auth",  # 401/403: the key is wrong or the account is out of credit
+    "task_error",  # the task cannot run (no image, no solution.sh for the oracle)
+    "crash",  # anything else: a bug in agentenv
+]
+
+
+class Policy(NamedTuple):
+    """How the job treats an outcome."""
+
+    retry: bool  # run the episode again (up to the job's attempts)
+    graded: bool  # the reward is valid and counts in pass@k
+    stop_job: bool  # no point running anything else
+
+
+POLICY: dict[Outcome, Policy] = {
+    "graded": Policy(retry=False, graded=True, stop_job=False),
+    "verifier_error": Policy(retry=False, graded=False, stop_job=False),
+    "sandbox_lost": Policy(retry=True, graded=False, stop_job=False),
+    "endpoint_down": Policy(retry=True, graded=False, stop_job=False),
+    "bad_request": Policy(retry=False, graded=False, stop_job=False),
+    "auth": Policy(retry=False, graded=False, stop_job=True),
+    "task_error": Policy(retry=False, graded=False, stop_job=False),
+    "crash": Policy(retry=False, graded=False, stop_job=False),
+}
+
+
+def classify(error: BaseException) -> Outcome:
+    """The outcome of an episode that raised ``error``."""
+    if isinstance(error, openai.AuthenticationError | openai.PermissionDeniedError):
+        return "auth"
+    if isinstance(error, openai.BadRequestError) and not isinstance(error, ContextOverflow):
+        return "bad_request"
+    if isinstance(
+        error,
+        AllEndpointsDown
+        | StreamCut
+        | openai.APIConnectionError
+        | openai.APITimeoutError
+        | openai.InternalServerError
+        | openai.RateLimitError,
+    ):
+        return "endpoint_down"
+    if isinstance(error, TaskError | ImageUnavailable | NoRoute):
+        return "task_error"
+    if isinstance(error, SandboxUnavailable | EngineUnavailable | SandboxError):
+        return "sandbox_lost"
+    return "crash"
