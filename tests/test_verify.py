@@ -1,0 +1,228 @@
+"""Verifiers against a real sandbox: each kind passes and fails, partial credit, hidden
+tests arrive only at verification, planted reward files and leftover processes cannot
+change the verdict, a broken verifier is an error (not the agent failing), and verifying the
+same state twice gives the same score."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import TypeAdapter, ValidationError
+
+from agentenv.sandbox import DockerSandbox
+from agentenv.verify import Check, Score, is_subset, verify
+
+pytestmark = pytest.mark.anyio
+CHECK: TypeAdapter[Check] = TypeAdapter(Check)
+
+
+def check(**fields: Any) -> Check:
+    return CHECK.validate_python(fields)
+
+
+@pytest.fixture(scope="module")
+async def box() -> AsyncIterator[DockerSandbox]:
+    async with await DockerSandbox.create() as sandbox:
+        yield sandbox
+
+
+@pytest.fixture(scope="module")
+def tests_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("hidden")
+    (folder / "test_calc.py").write_text(
+        "import calc\n\n"
+        "def test_add():\n    assert calc.add(2, 3) == 5\n\n"
+        "def test_sub():\n    assert calc.sub(5, 3) == 2\n\n"
+        "def test_mul():\n    assert calc.mul(2, 3) == 6\n\n"
+        "def test_reads_relative_files():\n    assert open('data.txt').read() == 'x'\n"
+    )
+    (folder / "check.sh").write_text('test "$(cat out.txt)" = hello\n')
+    return folder
+
+
+async def write(box: DockerSandbox, files: dict[str, str]) -> None:
+    await box.exec("rm -rf /workspace/* /workspace/.[!.]* /agentenv")
+    for path, text in files.items():
+        await box.write_file(f"/workspace/{path}", text.encode())
+
+
+CALC_TWO_OF_THREE = "def add(a, b):\n    return a + b\n\ndef sub(a, b):\n    return a - b\n"
+
+
+async def test_pytest_partial_credit_and_all_or_nothing(
+    box: DockerSandbox, tests_dir: Path
+) -> None:
+    await write(box, {"calc.py": CALC_TWO_OF_THREE, "data.txt": "x"})
+    partial = await verify(box, check(kind="pytest", partial=True), tests=tests_dir)
+    assert partial.error is None
+    assert partial.reward == pytest.approx(0.75) and not partial.passed
+    assert "3/4 passed" in partial.checks[0].detail and "test_mul" in partial.checks[0].detail
+    strict = await verify(box, check(kind="pytest"), tests=tests_dir)
+    assert strict.reward == 0.0 and strict.error is None
+    await write(
+        box, {"calc.py": CALC_TWO_OF_THREE + "def mul(a, b):\n    return a * b\n", "data.txt": "x"}
+    )
+    assert (await verify(box, check(kind="pytest"), tests=tests_dir)).reward == 1.0
+
+    # code that does not even import is the agent failing, not the verifier
+    await write(box, {"calc.py": "def add(a, b) return", "data.txt": "x"})
+    broken = await verify(box, check(kind="pytest", partial=True), tests=tests_dir)
+    assert broken.error is None and broken.reward == 0.0
+
+
+async def test_what_the_agent_leaves_cannot_change_the_verdict(
+    box: DockerSandbox, tests_dir: Path
+) -> None:
+    await write(
+        box,
+        {
+            "calc.py": CALC_TWO_OF_THREE,
+            "data.txt": "x",
+            # a conftest that turns every failure into a pass, and a config that loads it
+            "conftest.py": (
+                "import pytest\n@pytest.hookimpl(hookwrapper=True)\n"
+                "def pytest_runtest_makereport(item, call):\n"
+                "    out = yield\n    out.get_result().outcome = 'passed'\n"
+            ),
+            "pytest.ini": "[pytest]\naddopts = -p conftest\n",
+            "json.py": "raise SystemExit('shadowed the standard library')\n",
+        },
+    )
+    # a planted reward file and fake tests where the hidden ones go, and a process that
+    # keeps rewriting the file under check
+    await box.exec(
+        "mkdir -p /agentenv/out /agentenv/tests && echo 1 > /agentenv/out/reward && "
+        "echo 'def test_ok(): pass' > /agentenv/tests/test_fake.py && "
+        "nohup sh -c 'while :; do echo hello > /workspace/out.txt; sleep 0.05; done' "
+        ">/dev/null 2>&1 &"
+    )
+    score = await verify(box, check(kind="pytest", partial=True), tests=tests_dir)
+    assert score.reward == pytest.approx(0.75)  # the hooks did not run; the fake test is gone
+    assert (await box.exec("test -e /agentenv/out/reward")).exit_code == 1
+    assert (await box.exec("test -e /agentenv/tests/test_fake.py")).exit_code == 1
+    await box.exec("rm -f /workspace/out.txt")
+    gone = await verify(box, check(kind="command", command="test ! -e out.txt"), tests=tests_dir)
+    assert gone.passed  # the writer was stopped before the check
+
+
+async def test_file_json_and_command_checks(box: DockerSandbox, tests_dir: Path) -> None:
+    report = {"errors": 3, "top": ["a", "b"], "extra": True}
+    await write(box, {"out.txt": "hello\n", "report.json": json.dumps(report)})
+    cases: list[tuple[dict[str, Any], float]] = [
+        ({"kind": "file", "path": "out.txt", "equals": "hello"}, 1.0),
+        ({"kind": "file", "path": "out.txt", "equals": "hello!"}, 0.0),
+        ({"kind": "file", "path": "out.txt", "regex": "^hel+o$"}, 1.0),
+        ({"kind": "file", "path": "missing.txt"}, 0.0),
+        (
+            {
+                "kind": "file",
+                "path": "out.txt",
+                "sha256": "5891b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03",
+            },
+            1.0,
+        ),
+        ({"kind": "json", "path": "report.json", "subset": {"errors": 3, "top": ["a", "b"]}}, 1.0),
+        ({"kind": "json", "path": "report.json", "subset": {"errors": 4}}, 0.0),
+        ({"kind": "json", "path": "report.json", "equals": report}, 1.0),
+        ({"kind": "json", "path": "out.txt", "equals": {}}, 0.0),
+        ({"kind": "command", "command": "bash /agentenv/tests/check.sh"}, 1.0),
+        ({"kind": "command", "command": "test -e nothing"}, 0.0),
+    ]
+    for fields, expected in cases:
+        score = await verify(box, check(**fields), tests=tests_dir)
+        assert (score.reward, score.error) == (expected, None), fields
+
+
+async def test_composite_modes(box: DockerSandbox, tests_dir: Path) -> None:
+    await write(box, {"out.txt": "hello"})
+    good = {"kind": "file", "path": "out.txt"}
+    bad = {"kind": "file", "path": "nope.txt"}
+    weighted = check(
+        kind="composite", mode="weighted", checks=[{**good, "weight": 3}, {**bad, "weight": 1}]
+    )
+    score = await verify(box, weighted)
+    assert score.reward == pytest.approx(0.75) and not score.passed and len(score.checks) == 2
+    assert (await verify(box, check(kind="composite", mode="all", checks=[good, bad]))).reward == 0
+    assert (await verify(box, check(kind="composite", mode="any", checks=[good, bad]))).reward == 1
+    nested = check(kind="composite", checks=[good, {"kind": "composite", "checks": [good, good]}])
+    assert (await verify(box, nested)).passed
+
+
+async def test_png_images(box: DockerSandbox) -> None:
+    await write(box, {})
+    await box.exec(
+        'python3 -c "from PIL import Image, ImageDraw\n'
+        "im = Image.new('RGB', (320, 240), 'white')\n"
+        "ImageDraw.Draw(im).rectangle([20, 20, 100, 200], fill='blue')\n"
+        "im.save('chart.png')\n"
+        "Image.new('RGB', (320, 240), 'white').save('blank.png')\n"
+        "im.resize((40, 30)).save('small.png')\n"
+        "Image.new('P', (64, 64), 3).save('palette.png')\"\n"
+        "printf 'not a png' > fake.png; head -c 100 chart.png > cut.png"
+    )
+    verdicts = {}
+    for name in ("chart", "blank", "small", "palette", "fake", "cut", "missing"):
+        score = await verify(
+            box, check(kind="image", path=f"{name}.png", min_width=200, min_height=150)
+        )
+        assert score.error is None, score.error
+        verdicts[name] = (score.reward, score.checks[0].detail)
+    assert verdicts["chart"][0] == 1.0
+    assert "blank" in verdicts["blank"][1] and verdicts["blank"][0] == 0
+    assert "smaller" in verdicts["small"][1]
+    assert all(verdicts[n][0] == 0 for n in ("palette", "fake", "cut", "missing"))
+
+
+async def test_a_broken_verifier_is_an_error_not_a_failure(box: DockerSandbox) -> None:
+    await write(box, {"calc.py": CALC_TWO_OF_THREE})
+    no_tests = await verify(box, check(kind="pytest"), tests=None)
+    assert no_tests.error is not None and no_tests.reward == 0.0 and not no_tests.passed
+    missing = await verify(box, check(kind="command", command="/agentenv/tests/nothing.sh"))
+    assert missing.error is not None and "could not run" in missing.error
+    slow = await verify(box, check(kind="command", command="sleep 5", timeout_s=0.5))
+    assert slow.error is not None and "timed out" in slow.error
+    mixed = await verify(
+        box,
+        check(
+            kind="composite",
+            mode="any",
+            checks=[
+                {"kind": "file", "path": "calc.py"},
+                {"kind": "command", "command": "nonexistent-cmd"},
+            ],
+        ),
+    )
+    assert mixed.error is not None and mixed.reward == 0.0  # no valid reward with a broken part
+
+
+async def test_verifying_twice_gives_the_same_score(box: DockerSandbox, tests_dir: Path) -> None:
+    await write(box, {"calc.py": CALC_TWO_OF_THREE, "data.txt": "x", "out.txt": "hello"})
+    combined = check(
+        kind="composite",
+        mode="weighted",
+        checks=[
+            {"kind": "pytest", "partial": True},
+            {"kind": "command", "command": "bash /agentenv/tests/check.sh"},
+        ],
+    )
+    first = await verify(box, combined, tests=tests_dir)
+    second = await verify(box, combined, tests=tests_dir)
+    strip = {"duration_s"}
+    assert first.model_dump(exclude=strip) == second.model_dump(exclude=strip)
+    assert first.reward == pytest.approx((0.75 + 1.0) / 2)
+    assert Score.model_validate_json(first.model_dump_json()) == first
+
+
+def test_bad_verifier_config_names_the_field() -> None:
+    with pytest.raises(ValidationError, match="kind"):
+        check(kind="magic")
+    with pytest.raises(ValidationError, match="min_width"):
+        check(kind="image", path="x.png", min_width=0)
+    with pytest.raises(ValidationError, match="timeout_s"):
+        check(kind="command", command="true", timeout_s=-1)
+    assert is_subset({"a": [1, {"b": 2}]}, {"a": [1, {"b": 2, "c": 3}], "d": 4})
+    assert not is_subset([1], [1, 2])
