@@ -352,6 +352,8 @@ def eval_(
     missing = [t.id for t in tasks if t.verifier is None]
     if missing:
         raise _fail(f"these tasks have no [verifier] in task.toml: {', '.join(missing)}")
+    folder.mkdir(parents=True, exist_ok=True)
+    log.configure("info", json_file=str(folder / "log.jsonl"))  # the console has the bar
     bar = Progress(
         TextColumn("[bold]eval[/]"),
         BarColumn(),
@@ -399,7 +401,10 @@ def eval_(
     except SandboxError as e:
         raise _fail(str(e)) from e
     _print_wide(summary_table(rows, f"{len(tasks)} tasks × {samples} samples with {model}"))
-    out.print(f"results in {folder}/ (results.jsonl, trajectories/, summary.json)", highlight=False)
+    out.print(
+        f"results in {folder}/ (results.jsonl, trajectories/, summary.json, log.jsonl)",
+        highlight=False,
+    )
 
 
 @app.command()
