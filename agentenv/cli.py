@@ -396,6 +396,12 @@ def eval_(
     try:
         with bar:
             rows = anyio.run(job)
+    except KeyboardInterrupt:
+        err.print(
+            f"interrupted: finished episodes are in {folder}/results.jsonl; "
+            "run the same command again to resume"
+        )
+        raise typer.Exit(130) from None
     except (ConfigMismatch, KeyError, ValueError, JobStopped, NoRoute) as e:
         raise _fail(str(e).strip("'\"")) from e
     except SandboxError as e:

@@ -70,7 +70,8 @@ class _Check(BaseModel):
 
 class CommandCheck(_Check):
     """Passes when ``command`` exits 0 (run by bash in the workdir, hidden tests in
-    ``/agentenv/tests``). Exit 126/127 (not runnable) or a timeout is a verifier error."""
+    ``/agentenv/tests``). Exit 126/127 (not runnable) or a timeout is a verifier error, so a
+    check script that runs the agent's programs should exit 1 when those are missing."""
 
     kind: Literal["command"]
     command: str
@@ -314,6 +315,8 @@ def is_subset(expected: Any, actual: Any) -> bool:
         return isinstance(actual, dict) and all(
             k in actual and is_subset(v, actual[k]) for k, v in expected.items()
         )
+    if isinstance(expected, bool) or isinstance(actual, bool):
+        return type(expected) is type(actual) and expected == actual  # true is not 1
     if isinstance(expected, list):
         return (
             isinstance(actual, list)
@@ -332,9 +335,11 @@ async def _json(sandbox: Sandbox, check: JsonCheck, workdir: str) -> CheckResult
         value = json.loads(text)
     except json.JSONDecodeError as e:
         return _result(check, name, 0.0, f"not valid JSON: {e}")
-    if check.equals is not None and value != check.equals:
+    given = check.model_fields_set  # `equals = null` is a value to compare, not "not given"
+    same = is_subset(check.equals, value) and is_subset(value, check.equals)
+    if "equals" in given and not same:
         return _result(check, name, 0.0, f"differs: {json.dumps(value)[:300]}")
-    if check.subset is not None and not is_subset(check.subset, value):
+    if "subset" in given and not is_subset(check.subset, value):
         return _result(
             check, name, 0.0, f"does not contain the expected: {json.dumps(value)[:300]}"
         )

@@ -28,51 +28,45 @@ there when the run ends (error, Ctrl-C) is removed by that label, and only by it
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
-import platform
-import statistics
 import sys
 import time
-import uuid
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager, suppress
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import anyio
-import docker
-import docker.errors
-from rich.console import Console
-from rich.table import Table
+from common import (
+    BUSY_LOOP,
+    Report,
+    Row,
+    arg_parser,
+    check_ok,
+    plain_row,
+    print_table,
+    relative_row,
+    run_benchmark,
+    run_sections,
+    spec,
+    start_report,
+    step,
+    summary,
+)
 
 from agentenv.agent.loop import Limits, Trajectory, run_episode
 from agentenv.agent.policies import ScriptedModel
-from agentenv.log import configure
 from agentenv.model.client import EventCallback, OpenAIChatModel
 from agentenv.model.server import K3Server, ScriptedToolCall, ScriptedTurn
 from agentenv.model.types import Completion, ToolCall
 from agentenv.sandbox import DockerSandbox, Engine, SandboxSpec, get_engine
 
-IMAGE = "agentenv/base:bookworm"
-BENCH_LABEL = "agentenv-bench.run"
-RUN_ID = uuid.uuid4().hex[:12]
-LABELS = {BENCH_LABEL: RUN_ID}
-GIB = 1 << 30
 WARMUP = 5
 WARMUP_TURNS = 20
 OVERHEAD_TARGET_MS = 2.0
 CPU_RATIO_TARGET = 0.05  # "about zero": the paused episode may use up to 5% of the unpaused
-BUSY_LOOP = "nohup sh -c 'while :; do :; done' >/dev/null 2>&1 &"
 INSTRUCTION = "Run `true` until told to stop."
 
-# Wide enough for the table when the output is piped to a file.
-console = Console(highlight=False, width=None if sys.stdout.isatty() else 120)
 
-
-# -- configuration and results ---------------------------------------------------------------
+# -- configuration ---------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -87,9 +81,7 @@ class Config:
     @classmethod
     def from_args(cls, argv: list[str] | None = None) -> Config:
         """Parse the command line."""
-        parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-        parser.add_argument("--quick", action="store_true", help="fewer samples (a smoke run)")
-        parser.add_argument("--json", type=Path, default=None, help="write the numbers here")
+        parser = arg_parser(__doc__)
         args = parser.parse_args(argv)
         return cls(
             turns=50 if args.quick else 200,
@@ -97,116 +89,6 @@ class Config:
             ttft_s=1.0 if args.quick else 2.0,
             json_path=args.json,
         )
-
-
-@dataclass
-class Row:
-    """One line of the result table; ``ratio`` is agentenv's figure over the baseline's."""
-
-    what: str
-    unit: str
-    agentenv: float
-    baseline: float | None = None
-    ratio: float | None = None
-    ratio_label: str = ""
-    target: str = ""
-    meets: bool | None = None
-
-
-def relative_row(
-    what: str,
-    unit: str,
-    ours: float,
-    base: float,
-    label: str,
-    target: str = "(reference)",
-    meets: bool | None = None,
-) -> Row:
-    """A row whose ratio is agentenv's figure as a multiple of the baseline's."""
-    return Row(what, unit, ours, base, ours / base if base else None, label, target, meets)
-
-
-def plain_row(
-    what: str, unit: str, value: float, target: str = "(reference)", meets: bool | None = None
-) -> Row:
-    """A row without a baseline."""
-    return Row(what, unit, value, target=target, meets=meets)
-
-
-@dataclass
-class Report:
-    """Everything measured: the table rows plus the raw numbers behind them."""
-
-    rows: list[Row] = field(default_factory=list)
-    details: dict[str, Any] = field(default_factory=dict)
-    errors: list[str] = field(default_factory=list)
-
-
-def p50(samples: list[float]) -> float:
-    """The median."""
-    return statistics.median(samples)
-
-
-def p99(samples: list[float]) -> float:
-    """The 99th percentile (interpolated within the samples)."""
-    if len(samples) < 2:
-        return samples[0]
-    return statistics.quantiles(samples, n=100, method="inclusive")[98]
-
-
-def summary(samples_s: list[float]) -> dict[str, float]:
-    """p50/p99/min/max/mean of samples given in seconds, in milliseconds."""
-    ms = [s * 1e3 for s in samples_s]
-    return {
-        "n": len(ms),
-        "p50_ms": p50(ms),
-        "p99_ms": p99(ms),
-        "min_ms": min(ms),
-        "max_ms": max(ms),
-        "mean_ms": statistics.fmean(ms),
-    }
-
-
-def step(message: str) -> None:
-    """Progress on the console."""
-    console.print(f"[dim]{time.strftime('%H:%M:%S')}[/dim] {message}")
-
-
-def check_ok(exit_code: int, what: str) -> None:
-    """Fail loudly when a benchmarked command did not succeed."""
-    if exit_code != 0:
-        raise RuntimeError(f"{what} exited {exit_code}")
-
-
-# -- sandboxes we create ---------------------------------------------------------------------
-
-
-def spec() -> SandboxSpec:
-    """The default sandbox spec, labelled with this run."""
-    return SandboxSpec(image=IMAGE, labels=LABELS)
-
-
-def _remove_container(client: docker.DockerClient, container_id: str) -> None:
-    with suppress(docker.errors.NotFound):
-        client.api.remove_container(container_id, force=True, v=True)
-
-
-def sweep() -> None:
-    """Remove whatever this run left behind: containers with our run label. Blocking; used
-    after the event loop has ended."""
-    client = docker.from_env(version="auto")
-    try:
-        label = f"{BENCH_LABEL}={RUN_ID}"
-        found = [c["Id"] for c in client.api.containers(all=True, filters={"label": label})]
-        for container_id in found:
-            _remove_container(client, container_id)
-        if found:
-            console.print(
-                f"[yellow]cleanup: removed {len(found)} leftover containers of run "
-                f"{RUN_ID}[/yellow]"
-            )
-    finally:
-        client.close()
 
 
 # -- 1. loop overhead per turn ---------------------------------------------------------------
@@ -573,130 +455,40 @@ def fmt_ratio(row: Row) -> str:
     )
 
 
-def verdict(meets: bool | None) -> str:
-    """meets/misses in colour, or nothing for reference rows."""
-    if meets is None:
-        return ""
-    return "[green]meets[/green]" if meets else "[red]misses[/red]"
-
-
-def print_table(report: Report) -> None:
-    """The result table."""
-    table = Table(title=f"agentenv loop benchmark (run {RUN_ID})", title_justify="left")
-    for name, justify in (
-        ("what", "left"),
-        ("agentenv", "right"),
-        ("baseline", "right"),
-        ("ratio", "right"),
-        ("target", "left"),
-        ("verdict", "left"),
-    ):
-        table.add_column(name, justify=justify)  # type: ignore[arg-type]
-    for row in report.rows:
-        table.add_row(
-            row.what,
-            fmt(row.agentenv, row.unit),
-            fmt(row.baseline, row.unit),
-            fmt_ratio(row),
-            row.target,
-            verdict(row.meets),
-        )
-    console.print(table)
-    console.print(
+def show(report: Report) -> None:
+    """The result table, with what the baselines are."""
+    print_table(
+        report,
+        "loop",
+        fmt,
+        fmt_ratio,
         "baseline = one box.exec('true') in the same sandbox and run (p50 rows against its "
         "p50, mean rows against its mean); for CPU: the same episode with pause=False. "
         "Overhead = turn wall - model_s - tool duration_s; with pause=True, pause+resume is "
-        "inside model_s."
+        "inside model_s.",
     )
-
-
-def host_info(engine: Engine) -> dict[str, Any]:
-    """What the numbers were measured on."""
-    version = engine.client.version()
-    return {
-        "cpus": os.cpu_count(),
-        "mem_total_gib": round(int(Path("/proc/meminfo").read_text().split()[1]) * 1024 / GIB, 1),
-        "kernel": platform.release(),
-        "docker": version.get("Version"),
-        "api": engine.api_version,
-        "python": platform.python_version(),
-    }
-
-
-def write_json(path: Path, cfg: Config, report: Report) -> None:
-    """The numbers, for machines."""
-    payload = {
-        "run_id": RUN_ID,
-        "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(cfg).items()},
-        "rows": [asdict(row) for row in report.rows],
-        "errors": report.errors,
-        "details": report.details,
-    }
-    path.write_text(json.dumps(payload, indent=2) + "\n")
-    console.print(f"wrote {path}")
 
 
 # -- main ------------------------------------------------------------------------------------
 
 
-@contextmanager
-def cleanup_on_exit() -> Iterator[None]:
-    """Remove everything of this run when the block ends, however it ends."""
-    try:
-        yield
-    finally:
-        sweep()
-
-
-def describe(error: BaseException) -> str:
-    """An error as one line per leaf exception (task groups wrap them in groups)."""
-    if isinstance(error, BaseExceptionGroup):
-        return "; ".join(describe(inner) for inner in error.exceptions)
-    return f"{type(error).__name__}: {error}"
-
-
 async def run_all(cfg: Config) -> Report:
-    """Every benchmark, in order; one that fails is reported and the others still run."""
-    engine = await get_engine()
-    report = Report()
-    report.details["host"] = await anyio.to_thread.run_sync(host_info, engine)
-    host = report.details["host"]
-    step(
-        f"run {RUN_ID}: {host['cpus']} CPUs, {host['mem_total_gib']} GiB, kernel {host['kernel']}, "
-        f"Docker {host['docker']} (API {host['api']}), Python {host['python']}"
+    """Every section of this benchmark, in order, on the engine's host."""
+    report = await start_report(await get_engine())
+    await run_sections(
+        report,
+        [
+            ("overhead", lambda: bench_overhead(cfg, report)),
+            ("cpu", lambda: bench_cpu(cfg, report)),
+        ],
     )
-    sections: list[tuple[str, Callable[[], Awaitable[None]]]] = [
-        ("overhead", lambda: bench_overhead(cfg, report)),
-        ("cpu", lambda: bench_cpu(cfg, report)),
-    ]
-    for name, run in sections:
-        try:
-            await run()
-        except Exception as e:
-            report.errors.append(f"{name}: {describe(e)}")
-            console.print(f"[red]{name} failed: {describe(e)}[/red]")
     return report
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark and print the table."""
     cfg = Config.from_args(argv)
-    configure("warning")
-    started = time.perf_counter()
-    try:
-        with cleanup_on_exit():
-            report = anyio.run(run_all, cfg)
-    except KeyboardInterrupt:
-        console.print(f"[yellow]interrupted; everything run {RUN_ID} created is removed[/yellow]")
-        return 130
-    report.details["total_s"] = time.perf_counter() - started
-    print_table(report)
-    console.print(f"total {report.details['total_s']:.0f} s")
-    for error in report.errors:
-        console.print(f"[red]FAILED {error}[/red]")
-    if cfg.json_path is not None:
-        write_json(cfg.json_path, cfg, report)
-    return 1 if report.errors else 0
+    return run_benchmark(cfg, lambda: run_all(cfg), show)
 
 
 if __name__ == "__main__":

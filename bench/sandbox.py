@@ -19,35 +19,45 @@ there when the run ends (error, Ctrl-C) is removed by that label, and only by it
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
-import platform
-import statistics
 import sys
 import time
-import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from contextlib import asynccontextmanager, contextmanager, suppress
-from dataclasses import asdict, dataclass, field
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import anyio
 import docker
-import docker.errors
+from common import (
+    BUSY_LOOP,
+    GIB,
+    IMAGE,
+    LABELS,
+    Report,
+    Row,
+    arg_parser,
+    check_ok,
+    console,
+    plain_row,
+    print_table,
+    relative_row,
+    remove_container,
+    run_benchmark,
+    run_sections,
+    spec,
+    start_report,
+    step,
+    summary,
+)
 from docker.models.containers import Container
-from rich.console import Console
-from rich.table import Table
 
-from agentenv.log import configure
 from agentenv.sandbox import (
     DockerSandbox,
     Engine,
     SandboxClosed,
     SandboxError,
     SandboxPool,
-    SandboxSpec,
     SandboxUnavailable,
     Snapshot,
     fork,
@@ -56,14 +66,10 @@ from agentenv.sandbox import (
     sandbox,
 )
 
-IMAGE = "agentenv/base:bookworm"
-BENCH_LABEL = "agentenv-bench.run"
-RUN_ID = uuid.uuid4().hex[:12]
-LABELS = {BENCH_LABEL: RUN_ID}
-GIB = 1 << 30
 CAPACITY_RAM = 24 * GIB
 FORK_N = 8
 WARMUP = 5
+OF_BASELINE = "x of baseline"
 
 # The "expensive setup": write 200 Python modules, byte-compile them, then wait a second as
 # if installing dependencies. About 2 s in one sandbox on this host.
@@ -86,10 +92,6 @@ SETUP = [
     GENERATE,
 ]
 CHECK_SETUP = "test -f /workspace/proj/.ready && ls /workspace/proj/__pycache__ | wc -l"
-BUSY_LOOP = "nohup sh -c 'while :; do :; done' >/dev/null 2>&1 &"
-
-# Wide enough for the table when the output is piped to a file.
-console = Console(highlight=False, width=None if sys.stdout.isatty() else 120)
 
 
 # -- configuration and results ---------------------------------------------------------------
@@ -110,12 +112,10 @@ class Config:
     @classmethod
     def from_args(cls, argv: list[str] | None = None) -> Config:
         """Parse the command line."""
-        parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-        parser.add_argument("--quick", action="store_true", help="fewer samples (a smoke run)")
+        parser = arg_parser(__doc__)
         parser.add_argument(
             "--hold", type=int, default=None, help="paused sandboxes to hold (100; 20 if --quick)"
         )
-        parser.add_argument("--json", type=Path, default=None, help="write the numbers here")
         args = parser.parse_args(argv)
         hold = args.hold if args.hold is not None else (20 if args.quick else 100)
         if hold < 1:
@@ -131,87 +131,11 @@ class Config:
         )
 
 
-@dataclass
-class Row:
-    """One line of the result table. ``ratio`` is oriented so that the target reads
-    naturally: "x faster" rows divide baseline by agentenv, "x of baseline" rows the reverse.
-    """
-
-    what: str
-    unit: str
-    agentenv: float
-    baseline: float | None = None
-    ratio: float | None = None
-    ratio_label: str = ""
-    target: str = ""
-    meets: bool | None = None
-
-
 def faster_row(what: str, unit: str, ours: float, base: float, at_least: float) -> Row:
     """A row where agentenv should be ``at_least`` times faster than the baseline."""
     speedup = base / ours
     target = f"≥ {at_least:g}x faster"
     return Row(what, unit, ours, base, speedup, "x faster", target, speedup >= at_least)
-
-
-def relative_row(
-    what: str,
-    unit: str,
-    ours: float,
-    base: float,
-    target: str = "(reference)",
-    meets: bool | None = None,
-) -> Row:
-    """A row whose ratio is agentenv's figure as a multiple of the baseline's."""
-    return Row(
-        what, unit, ours, base, ours / base if base else None, "x of baseline", target, meets
-    )
-
-
-def plain_row(
-    what: str, unit: str, value: float, target: str = "(reference)", meets: bool | None = None
-) -> Row:
-    """A row without a baseline."""
-    return Row(what, unit, value, target=target, meets=meets)
-
-
-@dataclass
-class Report:
-    """Everything measured: the table rows plus the raw numbers behind them."""
-
-    rows: list[Row] = field(default_factory=list)
-    details: dict[str, Any] = field(default_factory=dict)
-    errors: list[str] = field(default_factory=list)
-
-
-def p50(samples: list[float]) -> float:
-    """The median."""
-    return statistics.median(samples)
-
-
-def p99(samples: list[float]) -> float:
-    """The 99th percentile (interpolated within the samples)."""
-    if len(samples) < 2:
-        return samples[0]
-    return statistics.quantiles(samples, n=100, method="inclusive")[98]
-
-
-def summary(samples_s: list[float]) -> dict[str, float]:
-    """p50/p99/min/max/mean of samples given in seconds, in milliseconds."""
-    ms = [s * 1e3 for s in samples_s]
-    return {
-        "n": len(ms),
-        "p50_ms": p50(ms),
-        "p99_ms": p99(ms),
-        "min_ms": min(ms),
-        "max_ms": max(ms),
-        "mean_ms": statistics.fmean(ms),
-    }
-
-
-def step(message: str) -> None:
-    """Progress on the console."""
-    console.print(f"[dim]{time.strftime('%H:%M:%S')}[/dim] {message}")
 
 
 # -- containers we create --------------------------------------------------------------------
@@ -235,7 +159,7 @@ class RawContainers:
     async def remove(self, container: Container) -> None:
         """Remove one baseline container, even while being cancelled."""
         with anyio.CancelScope(shield=True):
-            await anyio.to_thread.run_sync(_remove_container, self.client, container.id)
+            await anyio.to_thread.run_sync(remove_container, self.client, container.id)
             self.ids.discard(container.id)
 
     @asynccontextmanager
@@ -246,39 +170,6 @@ class RawContainers:
             yield container
         finally:
             await self.remove(container)
-
-
-def _remove_container(client: docker.DockerClient, container_id: str) -> None:
-    with suppress(docker.errors.NotFound):
-        client.api.remove_container(container_id, force=True, v=True)
-
-
-def sweep(container_ids: set[str]) -> None:
-    """Remove whatever this run left behind: the given ids and anything with our run label.
-    Blocking; used after the event loop has ended."""
-    client = docker.from_env(version="auto")
-    try:
-        label = f"{BENCH_LABEL}={RUN_ID}"
-        found = {c["Id"] for c in client.api.containers(all=True, filters={"label": label})}
-        leftovers = found | container_ids
-        for container_id in leftovers:
-            _remove_container(client, container_id)
-        images = client.api.images(filters={"label": label}, quiet=True)
-        for image_id in images:
-            with suppress(docker.errors.NotFound):
-                client.api.remove_image(image_id, force=True)
-        if leftovers or images:
-            console.print(
-                f"[yellow]cleanup: removed {len(leftovers)} leftover containers and "
-                f"{len(images)} images of run {RUN_ID}[/yellow]"
-            )
-    finally:
-        client.close()
-
-
-def spec(**overrides: Any) -> SandboxSpec:
-    """The default sandbox spec, labelled with this run."""
-    return SandboxSpec(image=IMAGE, labels=LABELS, **overrides)
 
 
 async def close_all(boxes: list[DockerSandbox]) -> None:
@@ -309,12 +200,6 @@ async def timed_blocking(fn: Callable[[], object]) -> float:
     """Seconds a blocking docker-py call took, timed inside its worker thread so that the
     thread hand-off is not charged to the baseline."""
     return await anyio.to_thread.run_sync(_timed_sync, fn)
-
-
-def check_ok(exit_code: int, what: str) -> None:
-    """Fail loudly when a benchmarked command did not succeed."""
-    if exit_code != 0:
-        raise RuntimeError(f"{what} exited {exit_code}")
 
 
 def raw_exec_true(container: Container) -> None:
@@ -363,7 +248,9 @@ async def bench_exec(cfg: Config, raw: RawContainers, report: Report) -> None:
     for q in ("p50", "p99"):
         report.rows.append(faster_row(f"exec `true` {q}", "ms", f[f"{q}_ms"], b[f"{q}_ms"], 20))
     report.rows.append(
-        relative_row("exec `true` p50, docker-exec fallback", "ms", d["p50_ms"], b["p50_ms"])
+        relative_row(
+            "exec `true` p50, docker-exec fallback", "ms", d["p50_ms"], b["p50_ms"], OF_BASELINE
+        )
     )
 
 
@@ -444,10 +331,18 @@ async def bench_create(cfg: Config, raw: RawContainers, report: Report) -> None:
     warm_name = f"create → first cmd p50, warm pool ({cfg.pool_size})"
     report.rows += [
         relative_row(
-            "create → first cmd p50, cold", "ms", c["p50_ms"], b["p50_ms"], "≤ 1.2x", ratio <= 1.2
+            "create → first cmd p50, cold",
+            "ms",
+            c["p50_ms"],
+            b["p50_ms"],
+            OF_BASELINE,
+            "≤ 1.2x",
+            ratio <= 1.2,
         ),
-        relative_row(warm_name, "ms", w["p50_ms"], b["p50_ms"], "≤ 20 ms", w["p50_ms"] <= 20),
-        relative_row("  warm pool p99", "ms", w["p99_ms"], b["p99_ms"]),
+        relative_row(
+            warm_name, "ms", w["p50_ms"], b["p50_ms"], OF_BASELINE, "≤ 20 ms", w["p50_ms"] <= 20
+        ),
+        relative_row("  warm pool p99", "ms", w["p99_ms"], b["p99_ms"], OF_BASELINE),
     ]
 
 
@@ -494,7 +389,13 @@ async def bench_pause(cfg: Config, raw: RawContainers, report: Report) -> None:
             ours_q, theirs_q = o[f"{q}_ms"], t[f"{q}_ms"]
             report.rows.append(
                 relative_row(
-                    f"{name} {q}", "ms", ours_q, theirs_q, f"≤ {limit:g} ms", ours_q <= limit
+                    f"{name} {q}",
+                    "ms",
+                    ours_q,
+                    theirs_q,
+                    OF_BASELINE,
+                    f"≤ {limit:g} ms",
+                    ours_q <= limit,
                 )
             )
     report.details["pause"] = details
@@ -541,6 +442,7 @@ async def bench_cpu(report: Report) -> None:
             "ms",
             paused / 1e6,
             running / 1e6,
+            OF_BASELINE,
             "paused = 0",
             paused == 0,
         )
@@ -750,137 +652,52 @@ def fmt(value: float | None, unit: str) -> str:
     return f"{value:,.{digits}f} {unit}"
 
 
-def verdict(meets: bool | None) -> str:
-    """meets/misses in colour, or nothing for reference rows."""
-    if meets is None:
-        return ""
-    return "[green]meets[/green]" if meets else "[red]misses[/red]"
+def fmt_ratio(row: Row) -> str:
+    """The ratio with its label, or a dash."""
+    return f"{row.ratio:.2f}{row.ratio_label}" if row.ratio is not None else "—"
 
 
-def print_table(report: Report) -> None:
-    """The result table."""
-    table = Table(title=f"agentenv sandbox benchmark (run {RUN_ID})", title_justify="left")
-    for name, justify in (
-        ("what", "left"),
-        ("agentenv", "right"),
-        ("baseline", "right"),
-        ("ratio", "right"),
-        ("target", "left"),
-        ("verdict", "left"),
-    ):
-        table.add_column(name, justify=justify)  # type: ignore[arg-type]
-    for row in report.rows:
-        ratio = f"{row.ratio:.2f}{row.ratio_label}" if row.ratio is not None else "—"
-        table.add_row(
-            row.what,
-            fmt(row.agentenv, row.unit),
-            fmt(row.baseline, row.unit),
-            ratio,
-            row.target,
-            verdict(row.meets),
-        )
-    console.print(table)
-    console.print(
+def show(report: Report) -> None:
+    """The result table, with what the baselines are."""
+    print_table(
+        report,
+        "sandbox",
+        fmt,
+        fmt_ratio,
         "baseline = raw docker-py in the same run (exec_run, containers.run + exec_run, "
         "pause/unpause); for CPU: the same sandbox unpaused; for fork: 8 fresh sandboxes "
-        "each running the setup."
+        "each running the setup.",
     )
-
-
-def host_info(engine: Engine) -> dict[str, Any]:
-    """What the numbers were measured on."""
-    version = engine.client.version()
-    return {
-        "cpus": os.cpu_count(),
-        "mem_total_gib": round(int(Path("/proc/meminfo").read_text().split()[1]) * 1024 / GIB, 1),
-        "kernel": platform.release(),
-        "docker": version.get("Version"),
-        "api": engine.api_version,
-        "python": platform.python_version(),
-    }
-
-
-def write_json(path: Path, cfg: Config, report: Report) -> None:
-    """The numbers, for machines."""
-    payload = {
-        "run_id": RUN_ID,
-        "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(cfg).items()},
-        "rows": [asdict(row) for row in report.rows],
-        "errors": report.errors,
-        "details": report.details,
-    }
-    path.write_text(json.dumps(payload, indent=2) + "\n")
-    console.print(f"wrote {path}")
 
 
 # -- main ------------------------------------------------------------------------------------
 
 
-@contextmanager
-def cleanup_on_exit(raw_ids: set[str]) -> Iterator[None]:
-    """Remove everything of this run when the block ends, however it ends."""
-    try:
-        yield
-    finally:
-        sweep(raw_ids)
-
-
-def describe(error: BaseException) -> str:
-    """An error as one line per leaf exception (task groups wrap them in groups)."""
-    if isinstance(error, BaseExceptionGroup):
-        return "; ".join(describe(inner) for inner in error.exceptions)
-    return f"{type(error).__name__}: {error}"
-
-
 async def run_all(cfg: Config, raw_ids: set[str]) -> Report:
-    """Every benchmark, in order; one that fails is reported and the others still run."""
+    """Every section of this benchmark, in order, on the engine's host."""
     engine = await get_engine()
     raw = RawContainers(engine.client)
     raw.ids = raw_ids  # shared, so that the final sweep knows them even after a crash
-    report = Report()
-    report.details["host"] = await anyio.to_thread.run_sync(host_info, engine)
-    host = report.details["host"]
-    step(
-        f"run {RUN_ID}: {host['cpus']} CPUs, {host['mem_total_gib']} GiB, kernel {host['kernel']}, "
-        f"Docker {host['docker']} (API {host['api']}), Python {host['python']}"
+    report = await start_report(engine)
+    await run_sections(
+        report,
+        [
+            ("exec", lambda: bench_exec(cfg, raw, report)),
+            ("create", lambda: bench_create(cfg, raw, report)),
+            ("pause", lambda: bench_pause(cfg, raw, report)),
+            ("cpu", lambda: bench_cpu(report)),
+            ("hold", lambda: bench_hold(cfg, engine, report)),
+            ("fork", lambda: bench_fork(report)),
+        ],
     )
-    sections: list[tuple[str, Callable[[], Awaitable[None]]]] = [
-        ("exec", lambda: bench_exec(cfg, raw, report)),
-        ("create", lambda: bench_create(cfg, raw, report)),
-        ("pause", lambda: bench_pause(cfg, raw, report)),
-        ("cpu", lambda: bench_cpu(report)),
-        ("hold", lambda: bench_hold(cfg, engine, report)),
-        ("fork", lambda: bench_fork(report)),
-    ]
-    for name, run in sections:
-        try:
-            await run()
-        except Exception as e:
-            report.errors.append(f"{name}: {describe(e)}")
-            console.print(f"[red]{name} failed: {describe(e)}[/red]")
     return report
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark and print the table."""
     cfg = Config.from_args(argv)
-    configure("warning")
     raw_ids: set[str] = set()
-    started = time.perf_counter()
-    try:
-        with cleanup_on_exit(raw_ids):
-            report = anyio.run(run_all, cfg, raw_ids)
-    except KeyboardInterrupt:
-        console.print(f"[yellow]interrupted; everything run {RUN_ID} created is removed[/yellow]")
-        return 130
-    report.details["total_s"] = time.perf_counter() - started
-    print_table(report)
-    console.print(f"total {report.details['total_s']:.0f} s")
-    for error in report.errors:
-        console.print(f"[red]FAILED {error}[/red]")
-    if cfg.json_path is not None:
-        write_json(cfg.json_path, cfg, report)
-    return 1 if report.errors else 0
+    return run_benchmark(cfg, lambda: run_all(cfg, raw_ids), show, raw_ids)
 
 
 if __name__ == "__main__":

@@ -111,7 +111,7 @@ async def test_what_the_agent_leaves_cannot_change_the_verdict(
 
 async def test_file_json_and_command_checks(box: DockerSandbox, tests_dir: Path) -> None:
     report = {"errors": 3, "top": ["a", "b"], "extra": True}
-    await write(box, {"out.txt": "hello\n", "report.json": json.dumps(report)})
+    await write(box, {"out.txt": "hello\n", "report.json": json.dumps(report), "null.json": "null"})
     cases: list[tuple[dict[str, Any], float]] = [
         ({"kind": "file", "path": "out.txt", "equals": "hello"}, 1.0),
         ({"kind": "file", "path": "out.txt", "equals": "hello!"}, 0.0),
@@ -129,6 +129,9 @@ async def test_file_json_and_command_checks(box: DockerSandbox, tests_dir: Path)
         ({"kind": "json", "path": "report.json", "subset": {"errors": 4}}, 0.0),
         ({"kind": "json", "path": "report.json", "equals": report}, 1.0),
         ({"kind": "json", "path": "out.txt", "equals": {}}, 0.0),
+        ({"kind": "json", "path": "report.json", "subset": {"extra": 1}}, 0.0),  # true is not 1
+        ({"kind": "json", "path": "null.json", "equals": None}, 1.0),  # null is a value
+        ({"kind": "json", "path": "report.json", "equals": None}, 0.0),
         ({"kind": "command", "command": "bash /agentenv/tests/check.sh"}, 1.0),
         ({"kind": "command", "command": "test -e nothing"}, 0.0),
     ]

@@ -463,14 +463,21 @@ async def _create_container(engine: Engine, spec: SandboxSpec, image: str) -> st
     return str(created["Id"])
 
 
+def _as_root(info: tarfile.TarInfo) -> tarfile.TarInfo:
+    # the host user's uid means nothing in the sandbox (and makes git refuse the repo)
+    info.uid = info.gid = 0
+    info.uname = info.gname = "root"
+    return info
+
+
 def _tar_of(src: Path) -> bytes:
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
         if src.is_dir():
             for child in sorted(src.iterdir()):
-                tar.add(child, arcname=child.name)
+                tar.add(child, arcname=child.name, filter=_as_root)
         else:
-            tar.add(src, arcname=src.name)
+            tar.add(src, arcname=src.name, filter=_as_root)
     return buf.getvalue()
 
 

@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import docker.errors
 import structlog
@@ -43,6 +44,7 @@ BASE_PACKAGES = (
     "gnuplot-nox",
 )
 PACKAGES_LABEL = "agentenv.base.packages"
+CONTEXT_LABEL = "agentenv.context"  # digest of the build context an image was built from
 
 
 def packages_digest(packages: tuple[str, ...] = BASE_PACKAGES) -> str:
@@ -54,7 +56,12 @@ async def resolve_image(engine: Engine, image: str, dockerfile: Path | None = No
     """Make ``image`` present locally and return its name: local, pulled, or built."""
     tried = []
     try:
-        await engine.run(engine.api.inspect_image, image)
+        found = await engine.run(engine.api.inspect_image, image)
+        if dockerfile is None or _labels(found).get(CONTEXT_LABEL) == context_digest(dockerfile):
+            return image
+        # built from a Dockerfile whose folder changed since: the image is stale
+        log.info("image.stale", image=image, dockerfile=str(dockerfile))
+        await build_from_dockerfile(engine, image, dockerfile)
         return image
     except docker.errors.ImageNotFound:
         tried.append("not present locally")
@@ -75,6 +82,20 @@ async def resolve_image(engine: Engine, image: str, dockerfile: Path | None = No
     raise ImageUnavailable(f"image {image!r} is unavailable: {'; '.join(tried)}.{hint}")
 
 
+def context_digest(dockerfile: Path) -> str:
+    """A digest of the Dockerfile's folder (its build context): names and contents."""
+    folder = Path(dockerfile).resolve().parent
+    h = hashlib.sha256()
+    for path in sorted(folder.rglob("*")):
+        if path.is_file():
+            h.update(str(path.relative_to(folder)).encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def _labels(image: dict[str, Any]) -> dict[str, str]:
+    return (image.get("Config") or {}).get("Labels") or {}
+
+
 async def build_from_dockerfile(engine: Engine, tag: str, dockerfile: Path) -> None:
     """``docker build`` with the Dockerfile's folder as context; never pulls a newer base."""
     dockerfile = Path(dockerfile).resolve()
@@ -87,6 +108,7 @@ async def build_from_dockerfile(engine: Engine, tag: str, dockerfile: Path) -> N
             path=str(dockerfile.parent),
             dockerfile=dockerfile.name,
             tag=tag,
+            labels={CONTEXT_LABEL: context_digest(dockerfile)},
             pull=False,
             rm=True,
             forcerm=True,

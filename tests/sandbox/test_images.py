@@ -3,6 +3,7 @@ fallback exec path on an image without python3."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -76,3 +77,26 @@ def test_apt_mirror_missing_says_what_to_do(tmp_path: Path) -> None:
     (tmp_path / "etc/apt").mkdir(parents=True)
     with pytest.raises(SandboxError, match="--mirror"):
         apt_mirror("bookworm", root=tmp_path)
+
+
+async def test_an_image_built_from_a_changed_dockerfile_folder_is_rebuilt(tmp_path: Path) -> None:
+    (tmp_path / "data.txt").write_text("one\n")
+    (tmp_path / "Dockerfile").write_text(f"FROM {BASE_IMAGE}\nCOPY data.txt /data.txt\n")
+    spec = SandboxSpec(image="agentenv-test/context:1", dockerfile=tmp_path / "Dockerfile")
+    engine = await get_engine()
+    try:
+        async with await DockerSandbox.create(spec) as box:
+            assert (await box.exec("cat /data.txt")).stdout == "one\n"
+        (tmp_path / "data.txt").write_text("two\n")
+        async with await DockerSandbox.create(spec) as box:
+            assert (await box.exec("cat /data.txt")).stdout == "two\n"
+    finally:
+        await engine.run(engine.api.remove_image, "agentenv-test/context:1", force=True)
+
+
+async def test_uploaded_files_belong_to_root_in_the_sandbox(tmp_path: Path) -> None:
+    (tmp_path / "f.txt").write_text("x")
+    os.chown(tmp_path / "f.txt", 1234, 1234)
+    async with await DockerSandbox.create() as box:
+        await box.upload(tmp_path, "/workspace/up")
+        assert (await box.exec("stat -c %u:%g /workspace/up/f.txt")).stdout == "0:0\n"

@@ -1,0 +1,1 @@
+"""A tiny shop: carts, invoices and a sales report."""

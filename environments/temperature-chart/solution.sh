@@ -1,0 +1,18 @@
+#!/bin/bash
+set -euo pipefail
+gnuplot <<'GP'
+set terminal png size 1000,600
+set output 'chart.png'
+set datafile separator ','
+set xdata time
+set timefmt '%Y-%m-%d'
+set format x '%b'
+set xlabel 'Date (2023)'
+set ylabel 'Temperature (°C)'
+set title 'Temperature every other day, 2023'
+set key top left
+set xrange ['2023-01-01':'2023-12-31']
+set grid
+plot for [c in "Oslo Madrid Cairo"] sprintf("< grep ',%s,' temperatures.csv", c) using 1:3 with lines linewidth 2 title c
+GP
+ls -l chart.png

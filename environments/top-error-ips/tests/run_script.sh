@@ -1,0 +1,15 @@
+#!/bin/bash
+# run_script.sh EXPECTED [ARGS...]: `bash top_ips.sh ARGS...` prints exactly EXPECTED's
+# lines (a missing final newline is forgiven). Any other outcome is a plain failure.
+expected=$1
+shift
+[ -f top_ips.sh ] || { echo "FAIL: top_ips.sh does not exist"; exit 1; }
+got=$(cd /tmp && timeout 30 bash /workspace/top_ips.sh "$@" 2>/tmp/top_ips.err)
+status=$?
+if [ "$status" -ne 0 ]; then
+    echo "FAIL: exit status $status"; head -5 /tmp/top_ips.err; exit 1
+fi
+if [ "$got" != "$(cat "$expected")" ]; then
+    echo "FAIL: output differs"; diff <(cat "$expected") <(printf '%s\n' "$got") | head -10; exit 1
+fi
+echo ok
