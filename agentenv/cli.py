@@ -330,7 +330,7 @@ def eval_(
     from agentenv.render import summary_table
     from agentenv.runner.eval import JobStopped, regrade, run_eval
     from agentenv.runner.eval import Progress as JobProgress
-    from agentenv.runner.results import ConfigMismatch
+    from agentenv.runner.results import ConfigMismatch, load_results
     from agentenv.tasks import TaskError, load_tasks
 
     if regrade_dir is not None:
@@ -393,6 +393,9 @@ def eval_(
             on_progress=show,
         )
 
+    done_before = len(load_results(folder)) if (folder / "results.jsonl").exists() else 0
+    if done_before:
+        err.print(f"resuming {folder}: {done_before} episodes already done", highlight=False)
     try:
         with bar:
             rows = anyio.run(job)
@@ -406,7 +409,8 @@ def eval_(
         raise _fail(str(e).strip("'\"")) from e
     except SandboxError as e:
         raise _fail(str(e)) from e
-    _print_wide(summary_table(rows, f"{len(tasks)} tasks × {samples} samples with {model}"))
+    plural = "s" if samples > 1 else ""
+    _print_wide(summary_table(rows, f"{len(tasks)} tasks × {samples} sample{plural} with {model}"))
     out.print(
         f"results in {folder}/ (results.jsonl, trajectories/, summary.json, log.jsonl)",
         highlight=False,

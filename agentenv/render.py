@@ -97,7 +97,8 @@ def summary_table(rows: list[Row], title: str) -> Table:
     """The per-task table of a job, its last row the total."""
     k = rows[-1].k if rows else 1
     table = Table(title=title)
-    names = ("task", "pass@1", f"pass@{k}", "reward", "in", "cached", "out", "hit", "$", "time")
+    pass_k = (f"pass@{k}",) if k > 1 else ()
+    names = ("task", "pass@1", *pass_k, "reward", "in", "cached", "out", "hit", "$", "time")
     for name in (*names, "errors"):
         table.add_column(name, justify="left" if name == "task" else "right", no_wrap=True)
     for r in rows:
@@ -105,7 +106,7 @@ def summary_table(rows: list[Row], title: str) -> Table:
         table.add_row(
             r.task_id,
             _pct(r.pass_at_1),
-            _pct(r.pass_at_k),
+            *([_pct(r.pass_at_k)] if k > 1 else []),
             "—" if r.mean_reward is None else f"{r.mean_reward:.2f}",
             f"{r.prompt_tokens:,}",
             f"{r.cached_tokens:,}",
