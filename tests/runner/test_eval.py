@@ -19,7 +19,7 @@ from agentenv.model import K3Server, ScriptedToolCall, ScriptedTurn
 from agentenv.runner.eval import regrade, run_eval
 from agentenv.runner.results import ConfigMismatch, load_results
 from agentenv.runner.summary import pass_at_k
-from agentenv.sandbox import connect
+from agentenv.sandbox import connect, gc
 from agentenv.sandbox.labels import KEPT, OWNER, RUN, run_id
 from agentenv.tasks import load_task, load_tasks
 
@@ -141,10 +141,13 @@ async def test_a_broken_verifier_is_an_error_and_final_states_can_be_regraded(
 
     # the kept final states outlive this process (only their expiry lets gc remove them)
     engine = connect()
+    listed = {row.name: row for row in gc.list_ours(engine)}
+    would_go = {row.name for row in gc.collect(engine, dry_run=True)}
     for r in results.values():
         assert r.final_snapshot is not None
         labels = engine.api.inspect_image(r.final_snapshot)["Config"]["Labels"]
         assert labels[OWNER] == KEPT
+        assert r.final_snapshot in listed and r.final_snapshot not in would_go
 
     # fix the verifier; regrading re-verifies the kept states without running any agent
     (broken / "task.toml").write_text(
@@ -191,3 +194,27 @@ def test_sigkill_mid_run_then_resume_gives_every_episode_exactly_once(tmp_path: 
     assert "total" in done.stdout and "100%" in done.stdout
     assert len(list((job / "trajectories").rglob("*.json"))) == 12
     assert len(tasks) == 3
+
+
+async def test_verifying_in_a_fresh_container_passes_and_leaves_no_image(
+    tmp_path: Path,
+) -> None:
+    folder = make_task(
+        tmp_path / "tasks",
+        "ida",
+        '[verifier]\nkind = "command"\ncommand = "bash /agentenv/tests/check.sh"\n',
+    )
+    # a process left behind that would spoil the file later; the fresh sandbox has none
+    (folder / "solution.sh").write_text(
+        "echo 'hello ida' > greeting.txt\n"
+        "nohup sh -c 'sleep 5; while :; do echo spoiled > /workspace/greeting.txt; "
+        "sleep 0.05; done' >/dev/null 2>&1 &\n"
+    )
+    toml = folder / "task.toml"
+    toml.write_text("verify_in_fresh_container = true\n" + toml.read_text())
+    engine = connect()
+    images_before = {i["Id"] for i in engine.api.images(filters={"label": f"{RUN}={run_id()}"})}
+    rows = await run_eval(load_tasks([folder]), "oracle", out=tmp_path / "job")
+    assert rows[-1].pass_at_1 == 1.0
+    images_after = {i["Id"] for i in engine.api.images(filters={"label": f"{RUN}={run_id()}"})}
+    assert images_after == images_before  # the snapshot used for verifying is gone
