@@ -91,7 +91,10 @@ async def test_fork_bomb_is_contained_and_sandbox_still_closes() -> None:
         assert bomb.exit_code is not None
         # The engine host is fine and the sandbox still answers (or at worst says why not).
         procs = await sandbox.exec("ps -e --no-headers | wc -l", timeout=20)
-        assert procs.exit_code == 0 or "fork" in procs.stderr
+        # (the bomb's leftovers may still hold every pid: then the executor says it cannot fork)
+        assert procs.exit_code == 0 or any(
+            why in procs.stderr for why in ("fork", "Resource temporarily unavailable")
+        )
         assert int(procs.stdout.strip() or 0) <= 64
     finally:
         await sandbox.close()

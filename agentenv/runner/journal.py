@@ -1,0 +1,110 @@
+"""Durable job folders: an append-only JSON-lines journal (one fsynced line per finished
+item; a line cut by a kill is dropped on the next read), the job's ``config.json`` (a re-run
+with different settings is refused), and atomic file writes. Eval and refactor jobs share it."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, ClassVar, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+CONFIG = "config.json"
+M = TypeVar("M", bound=BaseModel)
+
+
+class ConfigMismatch(Exception):
+    """The job folder holds results of a different job."""
+
+
+class JobSettings(BaseModel):
+    """Base of a job's ``config.json``: every field must match to resume, except those
+    named in ``UNCOMPARED`` (e.g. where things were found)."""
+
+    UNCOMPARED: ClassVar[tuple[str, ...]] = ()
+
+    def differences(self, before: JobSettings) -> list[str]:
+        """What differs from ``before``, described for a person."""
+        out = []
+        now, then = self.model_dump(), before.model_dump()
+        for field in now:
+            if field in self.UNCOMPARED or now[field] == then.get(field):
+                continue
+            a, b = then.get(field), now[field]
+            if isinstance(a, dict) and isinstance(b, dict) and set(a) == set(b):
+                changed = sorted(k for k in b if a[k] != b[k])
+                out.append(f"{field} changed since: {', '.join(map(str, changed))}")
+            elif isinstance(a, dict) and isinstance(b, dict):
+                out.append(f"{field}: {sorted(a)} then, {sorted(b)} now")
+            else:
+                out.append(f"{field}: {a!r} then, {b!r} now")
+        return out
+
+
+def check_config(folder: Path, config: JobSettings) -> None:
+    """Write ``config.json`` for a new job; refuse (:class:`ConfigMismatch`) one that differs
+    from what the folder was started with."""
+    path = folder / CONFIG
+    if path.exists():
+        before = type(config).model_validate_json(path.read_text())
+        problems = config.differences(before)
+        if problems:
+            raise ConfigMismatch(
+                f"{folder} holds results of a different job ({'; '.join(problems)}); "
+                "use another --out folder, or the same settings to resume"
+            )
+        return
+    folder.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, config.model_dump_json(indent=1).encode())
+
+
+def read_lines(path: Path, model: type[M]) -> list[M]:
+    """Every complete line of the journal at ``path``. A last line cut short by a kill is
+    dropped and cut off the file, so the next append starts on a fresh line."""
+    if not path.exists():
+        return []
+    data = path.read_bytes()
+    out: list[M] = []
+    good = 0
+    for line in data.splitlines(keepends=True):
+        if not line.endswith(b"\n"):
+            break  # the kill came mid-write
+        try:
+            out.append(model.model_validate_json(line))
+        except ValidationError:
+            break
+        good += len(line)
+    if good < len(data):
+        with open(path, "r+b") as f:
+            f.truncate(good)
+            os.fsync(f.fileno())
+    return out
+
+
+def append_line(path: Path, item: BaseModel) -> None:
+    """Append one line and make it durable before returning."""
+    line = item.model_dump_json().encode() + b"\n"
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write ``path`` so that it holds either the old or the new content, never a mix."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def write_json(path: Path, value: Any) -> None:
+    """Write a JSON document atomically."""
+    write_atomic(path, json.dumps(value, indent=1).encode())
