@@ -418,6 +418,81 @@ def eval_(
 
 
 @app.command()
+def refactor(
+    repos: Annotated[
+        Path,
+        typer.Option(
+            help="A file listing repos (PATH [test=…] [image=…] [branch=…]), or a folder of repos."
+        ),
+    ],
+    instruction: Annotated[str, typer.Option(help="The change to make: text, or a file.")],
+    model: Annotated[
+        str, typer.Option("--model", "-m", help='kimi-k3, a URL, or command:"a codemod".')
+    ] = "kimi-k3",
+    concurrency: Annotated[int, typer.Option("--concurrency", "-c", min=1)] = 4,
+    out_dir: Annotated[Path, typer.Option("--out", "-o", help="Job folder.")] = Path(
+        "runs/refactor"
+    ),
+    apply: Annotated[
+        bool, typer.Option("--apply", help="Commit each changed-green patch to agentenv/<job>.")
+    ] = False,
+    max_turns: Annotated[int, typer.Option(min=1)] = 50,
+) -> None:
+    """One instruction, many repos: a verified patch per repo, a report, and optionally a
+    branch per repo. Re-running on the same --out resumes."""
+    from agentenv.agent.loop import Limits
+    from agentenv.runner.journal import ConfigMismatch
+    from agentenv.runner.refactor import RepoResult, apply_patches, run_refactor
+    from agentenv.runner.repos import RepoError, load_repo_list
+
+    text = Path(instruction).read_text() if Path(instruction).is_file() else instruction
+    try:
+        entries = load_repo_list(repos)
+    except RepoError as e:
+        raise _fail(str(e)) from e
+    out_dir.mkdir(parents=True, exist_ok=True)
+    log.configure("info", json_file=str(out_dir / "log.jsonl"))
+
+    def show(r: RepoResult) -> None:
+        colour = {"changed-green": "green", "error": "red", "changed-red": "red"}.get(
+            r.outcome, "yellow"
+        )
+        detail = r.error or "; ".join(r.notes)
+        out.print(f"[{colour}]{r.outcome:14}[/] {r.repo}  [dim]{detail[:150]}[/]", highlight=False)
+
+    async def job() -> list[RepoResult]:
+        return await run_refactor(
+            entries,
+            text,
+            model,
+            out=out_dir,
+            concurrency=concurrency,
+            limits=Limits(max_turns=max_turns),
+            on_done=show,
+        )
+
+    try:
+        results = anyio.run(job)
+    except KeyboardInterrupt:
+        err.print(f"interrupted: finished repos are in {out_dir}/report.jsonl; run again to resume")
+        raise typer.Exit(130) from None
+    except (ConfigMismatch, KeyError, ValueError, NoRoute) as e:
+        raise _fail(str(e).strip("'\"")) from e
+    counts: dict[str, int] = {}
+    for r in results:
+        counts[r.outcome] = counts.get(r.outcome, 0) + 1
+    out.print(", ".join(f"{n} {o}" for o, n in sorted(counts.items())), highlight=False)
+    if apply:
+        try:
+            made = apply_patches(entries, out_dir, out_dir.resolve().name)
+        except RepoError as e:
+            raise _fail(str(e)) from e
+        for repo, branch in made.items():
+            out.print(f"applied: {repo} → branch {branch}", highlight=False)
+    out.print(f"report: {out_dir}/summary.md, patches in {out_dir}/patches/", highlight=False)
+
+
+@app.command()
 def report(
     folder: Annotated[Path, typer.Argument(help="A job folder (agentenv eval --out).")],
 ) -> None:

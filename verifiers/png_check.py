@@ -13,9 +13,9 @@ CHANNELS = {0: 1, 2: 3, 3: 1, 4: 2, 6: 4}
 def chunks(data):
     pos = len(SIGNATURE)
     while pos + 8 <= len(data):
-        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
-        body = data[pos + 8:pos + 8 + length]
-        crc = data[pos + 8 + length:pos + 12 + length]
+        length, kind = struct.unpack(">I4s", data[pos : pos + 8])
+        body = data[pos + 8 : pos + 8 + length]
+        crc = data[pos + 8 + length : pos + 12 + length]
         if len(body) != length or len(crc) != 4:
             raise ValueError("truncated %r chunk" % kind)
         if zlib.crc32(kind + body) & 0xFFFFFFFF != struct.unpack(">I", crc)[0]:
@@ -39,7 +39,7 @@ def rows(raw, width, height, bits, channels):
     prev = bytearray(stride)
     pos = 0
     for _ in range(height):
-        kind, line = raw[pos], bytearray(raw[pos + 1:pos + 1 + stride])
+        kind, line = raw[pos], bytearray(raw[pos + 1 : pos + 1 + stride])
         if len(line) != stride:
             raise ValueError("image data too short")
         pos += 1 + stride
@@ -80,8 +80,9 @@ def check(path, min_width, min_height):
         return {"ok": False, "detail": "invalid PNG: %s" % e}
     info = {"width": width, "height": height}
     if width < min_width or height < min_height:
-        info.update(ok=False, detail="%dx%d is smaller than %dx%d" % (
-            width, height, min_width, min_height))
+        info.update(
+            ok=False, detail="%dx%d is smaller than %dx%d" % (width, height, min_width, min_height)
+        )
         return info
     if interlace:
         colours = len(set(raw[1:])) if raw else 0  # rough, but blank stays blank
@@ -91,7 +92,7 @@ def check(path, min_width, min_height):
             seen = set()
             for line in rows(raw, width, height, bits, CHANNELS[colour]):
                 for i in range(0, len(line), pixel):
-                    seen.add(line[i:i + pixel])
+                    seen.add(line[i : i + pixel])
                     if len(seen) > 1:
                         break
                 if len(seen) > 1:

@@ -11,7 +11,7 @@ import sys
 
 def main():
     workdir, junit = sys.argv[1], sys.argv[2]
-    args = sys.argv[sys.argv.index("--") + 1:] if "--" in sys.argv else ["."]
+    args = sys.argv[sys.argv.index("--") + 1 :] if "--" in sys.argv else ["."]
     tests = os.getcwd()
     here = os.path.dirname(os.path.abspath(__file__))
     sys.path.append(workdir)
@@ -19,11 +19,16 @@ def main():
 
     argv = [
         "-q",
-        "-c", os.path.join(here, "pytest.ini"),
-        "--rootdir", tests,
-        "--confcutdir", tests,
-        "--junitxml", junit,
-        "-o", "junit_family=xunit1",
+        "-c",
+        os.path.join(here, "pytest.ini"),
+        "--rootdir",
+        tests,
+        "--confcutdir",
+        tests,
+        "--junitxml",
+        junit,
+        "-o",
+        "junit_family=xunit1",
     ] + [a if a.startswith("-") else os.path.join(tests, a) for a in args]
     os.chdir(workdir)  # tests may open the agent's files by relative path
     return pytest.main(argv)

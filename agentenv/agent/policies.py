@@ -2,6 +2,7 @@
 one loop drives them all (pausing, tools, limits and the trajectory work the same):
 
 - :func:`oracle`: runs the task's reference ``solution.sh`` and submits (no model);
+- :func:`command`: runs one shell command (a codemod) and submits;
 - :func:`replay`: replays a recorded trajectory's turns, tool calls and all;
 - :func:`null`: does nothing, which proves a verifier can fail.
 """
@@ -63,6 +64,19 @@ def oracle(solution: str, *, timeout_s: float = 1800) -> ScriptedModel:
     return ScriptedModel([turn], "oracle")
 
 
+def command(cmd: str, *, timeout_s: float = 1800) -> ScriptedModel:
+    """A policy that runs one shell command (a deterministic codemod) and submits."""
+    turn = Completion(
+        content=f"Running: {cmd}",
+        finish_reason="tool_calls",
+        tool_calls=[
+            _call(0, "bash", command=cmd, timeout=timeout_s),
+            _call(1, "submit", summary="codemod applied"),
+        ],
+    )
+    return ScriptedModel([turn], "command")
+
+
 def replay(trajectory: Trajectory) -> ScriptedModel:
     """A policy that makes the recorded trajectory's turns again, in order (reasoning,
     content and tool calls as recorded; usage and cost zero: nothing is paid twice)."""
@@ -83,4 +97,4 @@ def null() -> ScriptedModel:
     return ScriptedModel([], "null")
 
 
-__all__ = ["ScriptedModel", "null", "oracle", "replay"]
+__all__ = ["ScriptedModel", "command", "null", "oracle", "replay"]

@@ -1,6 +1,7 @@
 """Policies by name, as the CLI and job configs spell them: ``kimi-k3`` (or another preset),
 an OpenAI-compatible base URL, several of those separated by commas (routed, with
-fallback, in that order), ``oracle`` (the task's solution.sh) or ``null`` (does nothing).
+fallback, in that order), ``oracle`` (the task's solution.sh), ``null`` (does nothing) or
+``command:CMD`` (runs CMD, a deterministic codemod, instead of a model).
 
 A job makes one :class:`Policies` and asks it for each episode's model: endpoint clients are
 shared by every episode, and so are their concurrency limits and routing state.
@@ -24,7 +25,7 @@ class Policies:
     def __init__(self, spec: str, *, reasoning_effort: str | None = None):
         self.spec = spec
         self.router: Router | None = None
-        if spec not in BUILT_IN:
+        if spec not in BUILT_IN and not spec.startswith("command:"):
             endpoints = [resolve_endpoint(part.strip()) for part in spec.split(",")]
 
             def client(endpoint: Endpoint) -> ChatModel:
@@ -41,6 +42,8 @@ class Policies:
             if task.solution is None:
                 raise TaskError(f"task {task.id!r} has no solution.sh for the oracle")
             return policies.oracle(task.solution.read_text())
+        if self.spec.startswith("command:"):
+            return policies.command(self.spec.removeprefix("command:"))
         if self.spec == "null" or self.router is None:
             return policies.null()
         return self.router.for_task(task.tags, task_id=task.id)

@@ -1,0 +1,341 @@
+"""Refactor jobs: one instruction, many repos, one verified patch per repo.
+
+Per repo: clone the committed state of its branch (with ``.git``) into a sandbox, run its
+tests first (a repo that is red before we touch it is reported as such, and the agent is not
+run), run the agent, take everything it changed as one binary ``git diff`` against the
+starting commit (new files included, even if the agent committed), run the tests again, and
+check on the host that the patch applies to the original repo. The job folder holds
+``config.json``, ``report.jsonl`` (one fsynced line per repo, resumable like eval jobs),
+``patches/<repo>.patch``, ``trajectories/<repo>.json`` and ``summary.md``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Literal
+
+import anyio
+import structlog
+from pydantic import BaseModel
+
+from agentenv.agent.loop import Limits, run_episode
+from agentenv.runner.journal import (
+    JobSettings,
+    append_line,
+    check_config,
+    read_lines,
+    write_atomic,
+)
+from agentenv.runner.outcomes import classify
+from agentenv.runner.policy import Policies
+from agentenv.runner.repos import (
+    RepoEntry,
+    RepoError,
+    clone_committed,
+    create_branch,
+    detect_test_command,
+    patch_applies,
+)
+from agentenv.sandbox import DockerSandbox, SandboxSpec
+from agentenv.sandbox.images import BASE_IMAGE
+from agentenv.sandbox.protocol import Sandbox
+from agentenv.tasks import Task
+
+log = structlog.get_logger(__name__)
+REPORT = "report.jsonl"
+# caches that running code leaves behind; never part of a patch
+JUNK = "':(exclude,glob)**/__pycache__/**' ':(exclude,glob)**/.pytest_cache/**'"
+WORKDIR = "/workspace"
+RepoOutcome = Literal[
+    "changed-green", "changed-red", "baseline-red", "no-change", "patch-conflict", "error"
+]
+
+
+class TestRun(BaseModel):
+    """One run of a repo's tests."""
+
+    command: str
+    exit_code: int
+    passed: int | None = None  # counts when the output says (pytest-style summaries)
+    failed: int | None = None
+    duration_s: float = 0.0
+    tail: str = ""
+
+    @property
+    def green(self) -> bool:
+        """Whether the tests passed."""
+        return self.exit_code == 0
+
+
+class RepoResult(BaseModel):
+    """What happened to one repo."""
+
+    repo: str
+    path: str
+    outcome: RepoOutcome
+    branch: str | None = None
+    commit: str | None = None
+    notes: list[str] = []
+    test_command: str | None = None
+    before: TestRun | None = None
+    after: TestRun | None = None
+    patch: str | None = None  # relative to the job folder
+    files_changed: int = 0
+    insertions: int = 0
+    deletions: int = 0
+    error: str | None = None
+    stop_reason: str | None = None
+    turns: int = 0
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    wall_s: float = 0.0
+    applied: str | None = None  # the branch made by --apply
+
+
+class RefactorConfig(JobSettings):
+    """What must match for a re-run to resume a refactor job folder."""
+
+    model: str
+    instruction_sha256: str
+    repos: dict[str, str]  # name → path
+
+
+_COUNT = re.compile(r"(\d+) (passed|failed|errors?)\b")
+
+
+def parse_counts(output: str) -> tuple[int | None, int | None]:
+    """Passed and failed counts from a pytest-style summary line, if there is one."""
+    found: dict[str, int] = {}
+    for number, word in _COUNT.findall(output):
+        key = "failed" if word.startswith("error") else word
+        found[key] = found.get(key, 0) + int(number)
+    if not found:
+        return None, None
+    return found.get("passed", 0), found.get("failed", 0)
+
+
+async def run_tests(box: Sandbox, command: str, timeout_s: float) -> TestRun:
+    """Run the repo's tests in the sandbox."""
+    r = await box.exec(
+        command, timeout=timeout_s, cwd=WORKDIR, env={"PYTHONDONTWRITEBYTECODE": "1"}
+    )
+    output = r.stdout + r.stderr
+    passed, failed = parse_counts(output[-4000:])
+    return TestRun(
+        command=command,
+        exit_code=r.exit_code,
+        passed=passed,
+        failed=failed,
+        duration_s=r.duration_s,
+        tail=output[-2000:],
+    )
+
+
+def diff_stats(patch: str) -> tuple[int, int, int]:
+    """Files changed, lines inserted, lines deleted."""
+    files = patch.count("\ndiff --git ") + patch.startswith("diff --git ")
+    plus = sum(1 for ln in patch.splitlines() if ln.startswith("+") and not ln.startswith("+++"))
+    minus = sum(1 for ln in patch.splitlines() if ln.startswith("-") and not ln.startswith("---"))
+    return files, plus, minus
+
+
+async def refactor_repo(
+    entry: RepoEntry,
+    instruction: str,
+    policies: Policies,
+    *,
+    out: Path,
+    limits: Limits,
+    test_timeout_s: float = 900,
+) -> RepoResult:
+    """One repo, end to end; never raises for a problem of that repo (it is the outcome)."""
+    started = time.monotonic()
+    result = RepoResult(repo=entry.name, path=str(entry.path), outcome="error")
+    try:
+        with tempfile.TemporaryDirectory(prefix="agentenv-repo-") as tmp:
+            clone = Path(tmp) / entry.name
+            checkout = clone_committed(entry, clone)
+            result.branch, result.commit = checkout.branch, checkout.commit
+            if checkout.dirty:
+                result.notes.append(
+                    "the working tree has uncommitted changes; used the committed state of "
+                    f"{checkout.branch} ({checkout.commit[:12]})"
+                )
+            command = entry.test or detect_test_command(clone)
+            if command is None:
+                result.error = (
+                    "no test command found (no pytest tests, Makefile test target, "
+                    "package.json test script, Cargo.toml or go.mod); give one with test=…"
+                )
+                return result
+            result.test_command = command
+            if entry.test is None:
+                result.notes.append(f"test command detected: {command}")
+            spec = SandboxSpec(image=entry.image or BASE_IMAGE, workdir=WORKDIR)
+            async with await DockerSandbox.create(spec) as box:
+                await box.upload(clone, WORKDIR)
+                await _fill(
+                    result,
+                    box,
+                    entry,
+                    checkout.commit,
+                    instruction,
+                    policies,
+                    out,
+                    limits,
+                    test_timeout_s,
+                )
+    except RepoError as e:
+        result.outcome, result.error = "error", str(e)
+    except Exception as e:  # the job goes on; the outcome table names what went wrong
+        result.outcome, result.error = "error", f"{classify(e)}: {type(e).__name__}: {e}"
+    finally:
+        result.wall_s = time.monotonic() - started
+    return result
+
+
+async def _fill(
+    result: RepoResult,
+    box: DockerSandbox,
+    entry: RepoEntry,
+    commit: str,
+    instruction: str,
+    policies: Policies,
+    out: Path,
+    limits: Limits,
+    test_timeout_s: float,
+) -> None:
+    assert result.test_command is not None
+    result.before = await run_tests(box, result.test_command, test_timeout_s)
+    if not result.before.green:
+        result.outcome = "baseline-red"
+        return
+    # back to exactly the committed state: whatever the tests wrote is not the agent's change
+    await box.exec("git reset -q --hard && git clean -fdxq", cwd=WORKDIR, timeout=120)
+    task = Task(id=entry.name, instruction=instruction, workdir=WORKDIR, limits=limits)
+    traj = await run_episode(
+        policies.for_task(task), box, instruction, task_id=entry.name, limits=limits
+    )
+    result.stop_reason, result.turns = traj.stop_reason, len(traj.turns)
+    result.prompt_tokens, result.cached_tokens = traj.prompt_tokens, traj.cached_tokens
+    result.completion_tokens, result.cost_usd = traj.completion_tokens, traj.cost_usd
+    write_atomic(out / "trajectories" / f"{entry.name}.json", traj.model_dump_json().encode())
+    diff = await box.exec(
+        f"git add -A -- . {JUNK} && git diff --cached --binary {commit}", cwd=WORKDIR, timeout=300
+    )
+    if not diff.ok:
+        raise RepoError(f"could not collect the change: {diff.stderr.strip()[-500:]}")
+    if not diff.stdout_bytes.strip():
+        result.outcome = "no-change"
+        return
+    result.patch = f"patches/{entry.name}.patch"
+    write_atomic(out / result.patch, diff.stdout_bytes)
+    result.files_changed, result.insertions, result.deletions = diff_stats(diff.stdout)
+    result.after = await run_tests(box, result.test_command, test_timeout_s)
+    conflict = patch_applies(entry, commit, diff.stdout_bytes)
+    if conflict is not None:
+        result.outcome, result.error = "patch-conflict", conflict
+    else:
+        result.outcome = "changed-green" if result.after.green else "changed-red"
+
+
+def load_report(out: Path) -> dict[str, RepoResult]:
+    """The finished repos of a job folder, by name."""
+    return {r.repo: r for r in read_lines(out / REPORT, RepoResult)}
+
+
+async def run_refactor(
+    repos: list[RepoEntry],
+    instruction: str,
+    model: str,
+    *,
+    out: Path,
+    concurrency: int = 4,
+    limits: Limits | None = None,
+    on_done: Callable[[RepoResult], None] | None = None,
+) -> list[RepoResult]:
+    """Run the job over every repo that ``out`` has no result for yet; write the summary."""
+    config = RefactorConfig(
+        model=model,
+        instruction_sha256=hashlib.sha256(instruction.encode()).hexdigest(),
+        repos={r.name: str(r.path) for r in repos},
+    )
+    check_config(out, config)
+    done = load_report(out)
+    policies = Policies(model)
+    limiter = anyio.CapacityLimiter(concurrency)
+
+    async def one(entry: RepoEntry) -> None:
+        async with limiter:
+            result = await refactor_repo(
+                entry, instruction, policies, out=out, limits=limits or Limits()
+            )
+        append_line(out / REPORT, result)
+        done[entry.name] = result
+        log.info("refactor.repo", repo=entry.name, outcome=result.outcome)
+        if on_done is not None:
+            on_done(result)
+
+    try:
+        async with anyio.create_task_group() as tg:
+            for entry in repos:
+                if entry.name not in done:
+                    tg.start_soon(one, entry)
+    finally:
+        await policies.aclose()
+    results = [done[r.name] for r in repos if r.name in done]
+    write_atomic(out / "summary.md", summary_markdown(results, model).encode())
+    return results
+
+
+def apply_patches(repos: list[RepoEntry], out: Path, job: str) -> dict[str, str]:
+    """For every ``changed-green`` repo, make the branch ``agentenv/<job>`` holding its patch
+    as one commit; returns repo → branch. The user's working tree is left alone."""
+    by_name = {r.name: r for r in repos}
+    made = {}
+    for name, result in load_report(out).items():
+        if result.outcome != "changed-green" or result.patch is None or name not in by_name:
+            continue
+        assert result.commit is not None
+        branch = f"agentenv/{job}"
+        patch = (out / result.patch).read_bytes()
+        message = f"agentenv refactor {job}\n\nVerified: `{result.test_command}` passes."
+        create_branch(by_name[name], result.commit, patch, branch, message)
+        made[name] = branch
+    return made
+
+
+def summary_markdown(results: list[RepoResult], model: str) -> str:
+    """The job's report as a Markdown table."""
+
+    def tests(run: TestRun | None) -> str:
+        if run is None:
+            return "—"
+        counts = f" ({run.passed} passed, {run.failed} failed)" if run.passed is not None else ""
+        return ("green" if run.green else f"red, exit {run.exit_code}") + counts
+
+    lines = [
+        f"# Refactor report ({model})",
+        "",
+        "| repo | outcome | tests before | tests after | diff | tokens in/out | $ | notes |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in results:
+        diff = f"{r.files_changed} files, +{r.insertions} −{r.deletions}" if r.patch else "—"
+        notes = "; ".join([*r.notes, *([r.error] if r.error else [])]).replace("|", "\\|")
+        lines.append(
+            f"| {r.repo} | {r.outcome} | {tests(r.before)} | {tests(r.after)} | {diff} | "
+            f"{r.prompt_tokens:,}/{r.completion_tokens:,} | {r.cost_usd:.4f} | {notes} |"
+        )
+    counts: dict[str, int] = {}
+    for r in results:
+        counts[r.outcome] = counts.get(r.outcome, 0) + 1
+    lines += ["", ", ".join(f"{n} {o}" for o, n in sorted(counts.items()))]
+    return "\n".join(lines) + "\n"

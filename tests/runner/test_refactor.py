@@ -1,0 +1,214 @@
+"""Refactor jobs over real git repos (built by examples/refactor/build_repos.py): every
+outcome, the patches, --apply leaving the working tree alone, a scripted model through the
+loop, bad input, and a SIGKILL mid-run."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from agentenv.model import K3Server, ScriptedToolCall, ScriptedTurn
+from agentenv.runner.journal import read_lines
+from agentenv.runner.refactor import RepoResult, apply_patches, load_report, run_refactor
+from agentenv.runner.repos import RepoError, git, load_repo_list, patch_applies
+
+pytestmark = pytest.mark.anyio
+ROOT = Path(__file__).resolve().parents[2]
+RENAME = "Rename the helper http_util.fetch_json to get_json everywhere."
+CODEMOD = 'command:git grep -lz fetch_json | xargs -0 -r sed -i "s/\\bfetch_json\\b/get_json/g"'
+
+
+def build_module() -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "build_repos", ROOT / "examples" / "refactor" / "build_repos.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def repos(tmp_path: Path) -> Path:
+    build_module().build(tmp_path / "repos")
+    return tmp_path / "repos"
+
+
+async def test_codemod_job_gives_every_outcome_and_apply_makes_branches(
+    repos: Path, tmp_path: Path
+) -> None:
+    entries = load_repo_list(repos)
+    results = {r.repo: r for r in await run_refactor(entries, RENAME, CODEMOD, out=tmp_path / "j")}
+    assert {name: r.outcome for name, r in results.items()} == {
+        "billing": "changed-green",
+        "reports": "changed-red",
+        "legacy": "baseline-red",
+        "docs-site": "no-change",
+    }
+    billing = (tmp_path / "j" / "patches" / "billing.patch").read_text()
+    assert "-def fetch_json(path):" in billing and "+def get_json(path):" in billing
+    assert "+from http_util import get_json" in billing and "__pycache__" not in billing
+    assert results["billing"].files_changed == 2 and results["billing"].after is not None
+    assert results["billing"].after.passed == 1
+    assert results["reports"].after is not None and results["reports"].after.failed == 1
+    assert results["legacy"].patch is None and results["legacy"].turns == 0  # agent not run
+    summary = (tmp_path / "j" / "summary.md").read_text()
+    assert "| billing | changed-green |" in summary and "1 baseline-red" in summary
+
+    head_before = git(repos / "billing", "rev-parse", "HEAD")
+    made = apply_patches(entries, tmp_path / "j", "rename-helper")
+    assert made == {"billing": "agentenv/rename-helper"}
+    billing_repo = repos / "billing"
+    assert git(billing_repo, "rev-parse", "HEAD") == head_before  # current branch untouched
+    assert git(billing_repo, "symbolic-ref", "--short", "HEAD").strip() == "main"
+    assert git(billing_repo, "status", "--porcelain") == ""  # working tree untouched
+    assert "fetch_json" in (billing_repo / "billing.py").read_text()
+    on_branch = git(billing_repo, "show", "agentenv/rename-helper:billing.py")
+    assert "get_json" in on_branch and "fetch_json" not in on_branch
+    assert git(billing_repo, "rev-parse", "agentenv/rename-helper~1") == head_before
+    assert git(repos / "reports", "branch", "--list", "agentenv/*") == ""
+
+
+async def test_a_scripted_model_refactors_through_the_loop(repos: Path, tmp_path: Path) -> None:
+    def call(name: str, **args: Any) -> ScriptedToolCall:
+        return ScriptedToolCall(name=name, arguments=json.dumps(args))
+
+    script = [
+        ScriptedTurn(
+            reasoning="Find the uses first.",
+            tool_calls=[call("bash", command="git grep -n fetch_json")],
+        ),
+        ScriptedTurn(
+            reasoning="Two files; rename in both.",
+            tool_calls=[
+                call(
+                    "edit_file",
+                    path="http_util.py",
+                    old_string="def fetch_json",
+                    new_string="def get_json",
+                ),
+                call(
+                    "edit_file",
+                    path="billing.py",
+                    old_string="import fetch_json",
+                    new_string="import get_json",
+                ),
+                call(
+                    "edit_file",
+                    path="billing.py",
+                    old_string="in fetch_json(",
+                    new_string="in get_json(",
+                ),
+            ],
+        ),
+        ScriptedTurn(reasoning="Check.", tool_calls=[call("bash", command="python3 -m pytest -q")]),
+        ScriptedTurn(reasoning="Green.", tool_calls=[call("submit", summary="renamed")]),
+    ]
+    entries = [e for e in load_repo_list(repos) if e.name == "billing"]
+    with K3Server(script) as server:
+        (result,) = await run_refactor(entries, RENAME, server.base_url, out=tmp_path / "j")
+    assert result.outcome == "changed-green" and result.turns == 4
+    assert result.prompt_tokens > 0 and result.cost_usd > 0
+    assert (tmp_path / "j" / "trajectories" / "billing.json").is_file()
+
+
+async def test_bad_repos_get_clear_outcomes_and_the_job_goes_on(
+    repos: Path, tmp_path: Path
+) -> None:
+    (tmp_path / "plain").mkdir()
+    (tmp_path / "notests").mkdir()
+    subprocess.run(["git", "init", "-q", str(tmp_path / "notests")], check=True)
+    (tmp_path / "notests" / "a.txt").write_text("x")
+    git(tmp_path / "notests", "add", "-A")
+    git(tmp_path / "notests", "-c", "user.name=a", "-c", "user.email=a@b", "commit", "-qm", "x")
+    (repos / "billing" / "billing.py").write_text("broken uncommitted edit\n")  # dirty
+    listing = tmp_path / "repos.txt"
+    listing.write_text(
+        "# one per line\n"
+        "repos/billing\n"
+        "plain\n"
+        "notests\n"
+        "repos/docs-site test='python3 -m pytest -q test_pages.py' name=docs\n"
+    )
+    results = {
+        r.repo: r
+        for r in await run_refactor(load_repo_list(listing), RENAME, CODEMOD, out=tmp_path / "j")
+    }
+    assert results["billing"].outcome == "changed-green"
+    assert any(
+        "uncommitted changes; used the committed state" in n for n in results["billing"].notes
+    )
+    assert results["plain"].outcome == "error" and "not a git repository" in str(
+        results["plain"].error
+    )
+    assert results["notests"].outcome == "error" and "no test command found" in str(
+        results["notests"].error
+    )
+    assert results["docs"].outcome == "no-change" and results["docs"].notes == []
+    with pytest.raises(RepoError, match=r"repos\.txt:2: 'colour=blue' is not one of"):
+        (tmp_path / "repos.txt").write_text("plain\nplain colour=blue\n")
+        load_repo_list(listing)
+
+
+def test_sigkill_mid_job_then_resume_does_each_repo_once(repos: Path, tmp_path: Path) -> None:
+    job = tmp_path / "job"
+    slow = CODEMOD.replace("command:", "command:sleep 1; ")
+    argv = [
+        sys.executable,
+        "-m",
+        "agentenv",
+        "refactor",
+        "--repos",
+        str(repos),
+        "--instruction",
+        RENAME,
+        "--model",
+        slow,
+        "--concurrency",
+        "1",
+        "--out",
+        str(job),
+    ]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        report = job / "report.jsonl"
+        if report.exists() and report.read_bytes().count(b"\n") >= 1:
+            break
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    before = load_report(job)
+    assert 1 <= len(before) < 4
+    done = subprocess.run(
+        argv, capture_output=True, text=True, timeout=180, env={**os.environ, "COLUMNS": "200"}
+    )
+    assert done.returncode == 0, done.stderr
+    lines = read_lines(job / "report.jsonl", RepoResult)
+    assert sorted(r.repo for r in lines) == ["billing", "docs-site", "legacy", "reports"]
+    for name, result in before.items():
+        assert load_report(job)[name] == result
+
+
+def test_a_patch_that_does_not_apply_is_reported(repos: Path) -> None:
+    (entry,) = [e for e in load_repo_list(repos) if e.name == "billing"]
+    commit = git(repos / "billing", "rev-parse", "HEAD").strip()
+    good = git(repos / "billing", "diff", "HEAD~1", "HEAD", "--", "billing.py").encode()
+    assert patch_applies(entry, git(repos / "billing", "rev-parse", "HEAD~1").strip(), good) is None
+    stale = (
+        b"diff --git a/billing.py b/billing.py\n--- a/billing.py\n+++ b/billing.py\n"
+        b"@@ -1,1 +1,1 @@\n-from somewhere_else import fetch_json\n"
+        b"+from http_util import get_json\n"
+    )
+    reason = patch_applies(entry, commit, stale)
+    assert reason is not None and "patch does not apply" in reason
