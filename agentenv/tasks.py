@@ -40,6 +40,7 @@ class Task(BaseModel):
     dockerfile: str | None = None  # relative to the task folder; built when the image is absent
     workdir: str = "/workspace"
     limits: Limits = Limits()
+    setup: str | None = None  # a command run once before the agent (forked groups share it)
     verifier: Check | None = None
     verify_in_fresh_container: bool = False  # from the final snapshot: nothing left running
     instruction: str = ""

@@ -15,6 +15,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from agentenv.agent import export
+from agentenv.agent.export import TokenSequence
 from agentenv.agent.tools import ToolResult, run_tool, tool_schemas
 from agentenv.model.client import ContextOverflow, EventCallback
 from agentenv.model.types import ChatModel, Completion
@@ -57,6 +59,7 @@ class Turn(BaseModel):
     model_s: float
     tools_s: float
     paused_s: float
+    policy_version: int | str | None = None  # the weights that produced this turn
 
 
 ToolResultCallback = Callable[[ToolResult], Awaitable[None] | None]
@@ -84,6 +87,18 @@ class Trajectory(BaseModel):
     paused_s: float = 0.0
     queued_s: float = 0.0
     score: Score | None = None  # set by the verifier after the episode
+    group_id: str | None = None  # rollouts of one group (forked from one prepared sandbox)
+    advantage: float | None = None  # (r - mean) / (std + eps) within the group
+    advantage_centered: float | None = None  # r - mean within the group
+
+    def to_concat(self) -> TokenSequence:
+        """The episode as one token sequence with a loss mask over sampled tokens only,
+        logprobs and per-token policy versions (see :mod:`agentenv.agent.export`)."""
+        return export.to_concat(self)
+
+    def to_messages(self) -> list[dict[str, Any]]:
+        """The messages as sent, for SFT."""
+        return export.to_messages(self)
 
     @property
     def reward(self) -> float | None:
@@ -117,15 +132,91 @@ def _assistant_message(done: Completion) -> dict[str, Any]:
     return message
 
 
-def _limit_reached(traj: Trajectory, limits: Limits, started: float) -> StopReason | None:
+def limit_reached(traj: Trajectory, limits: Limits, elapsed_s: float) -> StopReason | None:
+    """The limit ``traj`` has hit after ``elapsed_s`` of episode time, if any."""
     if len(traj.turns) >= limits.max_turns:
         return "max_turns"
     if limits.max_output_tokens is not None and traj.completion_tokens >= limits.max_output_tokens:
         return "max_output_tokens"
     if limits.max_cost_usd is not None and traj.cost_usd >= limits.max_cost_usd:
         return "max_cost"
-    if limits.wall_time_s is not None and time.monotonic() - started >= limits.wall_time_s:
+    if limits.wall_time_s is not None and elapsed_s >= limits.wall_time_s:
         return "wall_time"
+    return None
+
+
+def new_trajectory(
+    instruction: str, *, task_id: str = "", system_prompt: str = SYSTEM_PROMPT
+) -> Trajectory:
+    """A trajectory holding only the opening messages."""
+    return Trajectory(
+        task_id=task_id,
+        messages=[
+            {"role": "system", "content": system_prompt},
+            {"role": "user", "content": instruction},
+        ],
+    )
+
+
+async def take_turn(
+    model: ChatModel,
+    sandbox: Sandbox,
+    traj: Trajectory,
+    *,
+    tools: list[dict[str, Any]] | None = None,
+    pause: bool = True,
+    on_event: EventCallback | None = None,
+    on_tool_result: ToolResultCallback | None = None,
+    policy_version: int | str | None = None,
+) -> StopReason | None:
+    """One turn: (pause) ask the model (resume), run its tool calls in order, append
+    everything to ``traj``. Returns the stop reason when the turn ended the episode
+    (``submitted``, ``no_tool_calls``, ``context_length``), else ``None``."""
+    tools = tools if tools is not None else tool_schemas()
+    t0 = time.monotonic()
+    if pause:
+        await sandbox.pause()
+    try:
+        done = await model.complete(traj.messages, tools, on_event=on_event)
+    except ContextOverflow:
+        return "context_length"
+    finally:
+        if pause:
+            await sandbox.resume()
+    model_s = time.monotonic() - t0
+    traj.messages.append(_assistant_message(done))
+    traj.prompt_tokens += done.usage.prompt_tokens
+    traj.cached_tokens += done.usage.cached_tokens
+    traj.completion_tokens += done.usage.completion_tokens
+    traj.reasoning_tokens += done.usage.reasoning_tokens
+    traj.cost_usd += done.cost_usd
+    traj.retries += done.retries
+    traj.queued_s += done.queued_s
+    t1 = time.monotonic()
+    results = []
+    for call in done.tool_calls:  # in order; one tool message per call
+        result = await run_tool(sandbox, call)
+        results.append(result)
+        if on_tool_result is not None:
+            maybe = on_tool_result(result)
+            if inspect.isawaitable(maybe):
+                await maybe
+        traj.messages.append({"role": "tool", "tool_call_id": call.id, "content": result.text})
+    traj.turns.append(
+        Turn(
+            completion=done,
+            tool_results=results,
+            model_s=model_s,
+            tools_s=time.monotonic() - t1,
+            paused_s=model_s if pause else 0.0,
+            policy_version=policy_version,
+        )
+    )
+    traj.paused_s += model_s if pause else 0.0
+    if any(r.submitted for r in results):
+        return "submitted"
+    if not done.tool_calls:
+        return "no_tool_calls"
     return None
 
 
@@ -141,70 +232,28 @@ async def run_episode(
     tools: list[dict[str, Any]] | None = None,
     on_event: EventCallback | None = None,
     on_tool_result: ToolResultCallback | None = None,
+    policy_version: int | str | None = None,
 ) -> Trajectory:
     """Run one episode in ``sandbox``. With ``pause`` (the default) the sandbox is frozen
     while the model thinks. Failing tool calls go back to the model; a sandbox that dies
     or an endpoint that stays down raises (an infrastructure failure, not a result).
     ``on_event`` sees the model's stream, ``on_tool_result`` each tool result."""
     limits = limits or Limits()
-    tools = tools if tools is not None else tool_schemas()
     started = time.monotonic()
-    traj = Trajectory(
-        task_id=task_id,
-        messages=[
-            {"role": "system", "content": system_prompt},
-            {"role": "user", "content": instruction},
-        ],
-    )
+    traj = new_trajectory(instruction, task_id=task_id, system_prompt=system_prompt)
     try:
-        while (reason := _limit_reached(traj, limits, started)) is None:
-            t0 = time.monotonic()
-            if pause:
-                await sandbox.pause()
-            try:
-                done = await model.complete(traj.messages, tools, on_event=on_event)
-            except ContextOverflow:
-                traj.stop_reason = "context_length"
-                return traj
-            finally:
-                if pause:
-                    await sandbox.resume()
-            model_s = time.monotonic() - t0
-            traj.messages.append(_assistant_message(done))
-            traj.prompt_tokens += done.usage.prompt_tokens
-            traj.cached_tokens += done.usage.cached_tokens
-            traj.completion_tokens += done.usage.completion_tokens
-            traj.reasoning_tokens += done.usage.reasoning_tokens
-            traj.cost_usd += done.cost_usd
-            traj.retries += done.retries
-            traj.queued_s += done.queued_s
-            t1 = time.monotonic()
-            results = []
-            for call in done.tool_calls:  # in order; one tool message per call
-                result = await run_tool(sandbox, call)
-                results.append(result)
-                if on_tool_result is not None:
-                    maybe = on_tool_result(result)
-                    if inspect.isawaitable(maybe):
-                        await maybe
-                traj.messages.append(
-                    {"role": "tool", "tool_call_id": call.id, "content": result.text}
-                )
-            traj.turns.append(
-                Turn(
-                    completion=done,
-                    tool_results=results,
-                    model_s=model_s,
-                    tools_s=time.monotonic() - t1,
-                    paused_s=model_s if pause else 0.0,
-                )
+        while (reason := limit_reached(traj, limits, time.monotonic() - started)) is None:
+            reason = await take_turn(
+                model,
+                sandbox,
+                traj,
+                tools=tools,
+                pause=pause,
+                on_event=on_event,
+                on_tool_result=on_tool_result,
+                policy_version=policy_version,
             )
-            traj.paused_s += model_s if pause else 0.0
-            if any(r.submitted for r in results):
-                reason = "submitted"
-                break
-            if not done.tool_calls:
-                reason = "no_tool_calls"
+            if reason is not None:
                 break
         traj.stop_reason = reason
         return traj
@@ -212,4 +261,12 @@ async def run_episode(
         traj.wall_s = time.monotonic() - started
 
 
-__all__ = ["Limits", "Trajectory", "Turn", "run_episode"]
+__all__ = [
+    "Limits",
+    "Trajectory",
+    "Turn",
+    "limit_reached",
+    "new_trajectory",
+    "run_episode",
+    "take_turn",
+]

@@ -102,12 +102,6 @@ def count_tokens(text: str) -> int:
     return (len(text.encode()) + 3) // 4
 
 
-def _canonical(body: dict[str, Any]) -> str:
-    # Tools first, as chat templates render them ahead of the conversation: they are part
-    # of the cached prefix.
-    return json.dumps([body.get("tools"), body.get("messages")], sort_keys=True)
-
-
 def _missing_reasoning(messages: list[dict[str, Any]]) -> int | None:
     for i, m in enumerate(messages):
         if m.get("role") == "assistant" and m.get("tool_calls") and not m.get("reasoning_content"):
@@ -146,7 +140,8 @@ class K3Server:
         self.faults = list(faults or [])  # one per request, in order; None: answer normally
         self.requests: list[dict[str, Any]] = []
         self._lock = threading.Lock()
-        self._previous = ""
+        self._previous: list[int] = []
+        self._sampled: dict[str, list[int]] = {}  # assistant turn → the ids it was sent as
         self._turn = 0
         self._httpd = ThreadingHTTPServer(("127.0.0.1", port), self._handler())
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
@@ -176,13 +171,35 @@ class K3Server:
         self._turn += 1
         return turn
 
-    def answer(self, body: dict[str, Any]) -> tuple[int, dict[str, Any] | ScriptedTurn, int, int]:
-        """Validate and account one request: (status, error body or turn, prompt, cached)."""
+    def prompt_ids(self, body: dict[str, Any]) -> list[int]:
+        """The request's prompt as stand-in token ids: the tools, then each message on its
+        own, an assistant message this server sampled rendered as the very ids it sent. So
+        an append-only history gives prompts that extend each other token for token, as a
+        real chat template does (which is what cached tokens and token exports rely on)."""
+        ids = fake_token_ids(json.dumps(body.get("tools"), sort_keys=True))
+        for message in body.get("messages") or []:
+            sampled = (
+                self._sampled.get(_message_key(message))
+                if message.get("role") == "assistant"
+                else None
+            )
+            ids += (
+                sampled
+                if sampled is not None
+                else fake_token_ids(json.dumps(message, sort_keys=True))
+            )
+        return ids
+
+    def answer(
+        self, body: dict[str, Any]
+    ) -> tuple[int, dict[str, Any] | ScriptedTurn, list[int], int]:
+        """Validate and account one request: (status, error body or turn, prompt token ids,
+        cached tokens: the prefix shared with the previous request)."""
         with self._lock:
             self.requests.append(body)
             refused = [f for f in VLLM_FIELDS if f in body] if self.hosted else []
             if refused:
-                return 400, _error(f"unknown fields: {', '.join(refused)}"), 0, 0
+                return 400, _error(f"unknown fields: {', '.join(refused)}"), [], 0
             index = _missing_reasoning(body.get("messages") or [])
             if index is not None:
                 return (
@@ -191,11 +208,11 @@ class K3Server:
                         "thinking is enabled but reasoning_content is missing in assistant tool "
                         f"call message at index {index}"
                     ),
-                    0,
+                    [],
                     0,
                 )
-            text = _canonical(body)
-            prompt = count_tokens(text)
+            ids = self.prompt_ids(body)
+            prompt = len(ids)
             if prompt > self.context_window:
                 return (
                     400,
@@ -203,22 +220,26 @@ class K3Server:
                         f"Invalid request: Your request exceeded model token limit: {prompt} > "
                         f"{self.context_window}"
                     ),
-                    0,
+                    [],
                     0,
                 )
             shared = 0
-            for a, b in zip(text, self._previous, strict=False):
+            for a, b in zip(ids, self._previous, strict=False):
                 if a != b:
                     break
                 shared += 1
-            self._previous = text
+            self._previous = ids
             if not callable(self.script):
-                return 200, self._next_turn(body), prompt, shared // 4
+                return 200, self._next_turn(body), ids, shared
         # A script function runs outside the lock: it may be slow, and requests overlap.
-        return 200, self._next_turn(body), prompt, shared // 4
+        return 200, self._next_turn(body), ids, shared
 
     def chunks(
-        self, turn: ScriptedTurn, prompt: int, cached: int, body: dict[str, Any] | None = None
+        self,
+        turn: ScriptedTurn,
+        prompt_ids: list[int],
+        cached: int,
+        body: dict[str, Any] | None = None,
     ) -> Iterator[dict[str, Any]]:
         """The streamed chunks of one turn, usage last; with vLLM's token ids and logprobs
         when the request asked for them."""
@@ -255,7 +276,7 @@ class K3Server:
 
         first = chunk({"role": "assistant", "content": ""})
         if want_ids:
-            first["prompt_token_ids"] = fake_token_ids(_canonical(body))[:prompt]
+            first["prompt_token_ids"] = prompt_ids
         yield first
         for piece in _pieces(turn.reasoning, self.chunk_chars):
             yield chunk({"reasoning_content": piece}, text=piece)
@@ -271,8 +292,12 @@ class K3Server:
                     {"tool_calls": [{"index": i, "function": {"arguments": piece}}]}, text=piece
                 )
         yield chunk({}, "tool_calls" if turn.tool_calls else "stop")
-        reasoning = count_tokens(turn.reasoning)
-        out = reasoning + count_tokens(turn.content + "".join(c.arguments for c in turn.tool_calls))
+        sampled = self.sampled_ids(turn)
+        with self._lock:
+            self._sampled[_turn_key(turn)] = sampled
+        reasoning = sum(len(fake_token_ids(p)) for p in _pieces(turn.reasoning, self.chunk_chars))
+        out = len(sampled)
+        prompt = len(prompt_ids)
         yield {
             "id": rid,
             "object": "chat.completion.chunk",
@@ -288,6 +313,18 @@ class K3Server:
                 "completion_tokens_details": {"reasoning_tokens": reasoning},
             },
         }
+
+    def sampled_ids(self, turn: ScriptedTurn) -> list[int]:
+        """The completion token ids of ``turn``, as its chunks carry them."""
+        ids: list[int] = []
+        for piece in _pieces(turn.reasoning, self.chunk_chars):
+            ids += fake_token_ids(piece)
+        for piece in _pieces(turn.content, self.chunk_chars):
+            ids += fake_token_ids(piece)
+        for call in turn.tool_calls:
+            for piece in _pieces(call.arguments, self.chunk_chars):
+                ids += fake_token_ids(piece)
+        return ids
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         server = self
@@ -398,6 +435,21 @@ class K3Server:
                 self.close_connection = True
 
         return Handler
+
+
+def _turn_key(turn: ScriptedTurn) -> str:
+    args = [c.arguments for c in turn.tool_calls]
+    return json.dumps([turn.reasoning, args, "" if args else turn.content])
+
+
+def _message_key(message: dict[str, Any]) -> str:
+    # the same key for the assistant message a client sends back (its content may be a
+    # placeholder when it made tool calls, so content counts only without them)
+    args = [
+        (c.get("function") or {}).get("arguments") or "" for c in message.get("tool_calls") or []
+    ]
+    content = "" if args else (message.get("content") or "")
+    return json.dumps([message.get("reasoning_content") or "", args, content])
 
 
 def fake_token_ids(text: str) -> list[int]:

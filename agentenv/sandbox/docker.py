@@ -70,6 +70,7 @@ class DockerSandbox:
         self._busy: set[ExecutorChannel] = set()
         self._paused = False
         self._closed = False
+        self._executor_pending = False  # attached while paused: start it on resume
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -107,6 +108,34 @@ class DockerSandbox:
         )
         return box
 
+    @classmethod
+    async def attach(
+        cls, container_id: str, spec: SandboxSpec, *, engine: Engine | None = None
+    ) -> DockerSandbox:
+        """Take over a sandbox another process (or an earlier part of this one) created,
+        running or paused, e.g. to resume a suspended rollout. Refuses containers without
+        agentenv's labels; a stopped or missing one is :class:`SandboxUnavailable`."""
+        engine = engine or await get_engine()
+        try:
+            info = await engine.run(engine.api.inspect_container, container_id)
+        except docker.errors.NotFound as e:
+            raise SandboxUnavailable(f"sandbox {container_id[:12]} no longer exists") from e
+        labels = (info.get("Config") or {}).get("Labels") or {}
+        if OWNER not in labels:
+            raise SandboxError(f"container {container_id[:12]} is not an agentenv sandbox")
+        state = info.get("State") or {}
+        if not state.get("Running"):
+            raise SandboxUnavailable(
+                f"sandbox {container_id[:12]} is {state.get('Status', 'not running')}"
+            )
+        box = cls(engine, str(info["Id"]), spec, str(info["Config"]["Image"]))
+        if state.get("Paused"):
+            box._paused = True
+            box._executor_pending = True
+        else:
+            await box._start_executor()
+        return box
+
     async def _start_executor(self) -> None:
         if self.spec.executor == "docker-exec":
             return
@@ -128,6 +157,14 @@ class DockerSandbox:
         return await ExecutorChannel.start(
             self._engine, self.id, user=self.spec.user, workdir=self.spec.workdir
         )
+
+    def detach(self) -> None:
+        """Let go of the sandbox without removing it (a suspended rollout that another
+        handle or process will :meth:`attach` to); this object refuses further calls."""
+        self._closed = True
+        for channel in [*self._idle, *self._busy]:
+            channel.close()
+        self._idle.clear()
 
     async def close(self) -> None:
         """Remove the container (and everything running in it). Idempotent."""
@@ -387,6 +424,9 @@ class DockerSandbox:
         except docker.errors.APIError as e:
             raise await self._unavailable(e) from e
         self._paused = False
+        if self._executor_pending:
+            self._executor_pending = False
+            await self._start_executor()
 
     async def cpu_usage_ns(self) -> int:
         """CPU time used by everything in the sandbox so far (the cgroup's counter), in ns."""
@@ -431,6 +471,13 @@ class DockerSandbox:
         )
 
 
+def _sandbox_labels(spec: SandboxSpec) -> dict[str, str]:
+    labels = labels_for("sandbox", spec.ttl_s, spec.labels)
+    if spec.outlive_owner:
+        labels[OWNER] = KEPT  # no owner process: only the expiry applies
+    return labels
+
+
 async def _create_container(engine: Engine, spec: SandboxSpec, image: str) -> str:
     api = engine.api
     host_config = api.create_host_config(
@@ -454,7 +501,7 @@ async def _create_container(engine: Engine, spec: SandboxSpec, image: str) -> st
             user=spec.user or "",
             environment=spec.env,
             working_dir=spec.workdir,
-            labels=labels_for("sandbox", spec.ttl_s, spec.labels),
+            labels=_sandbox_labels(spec),
             host_config=host_config,
             use_config_proxy=False,
         )

@@ -97,6 +97,11 @@ class SandboxSpec(BaseModel):
     cap_add: tuple[str, ...] = Field((), description="capabilities added back, e.g. 'CHOWN'")
     labels: dict[str, str] = Field(default_factory=dict)
     ttl_s: float = Field(24 * 3600, gt=0, description="after this, `agentenv gc` may remove it")
+    outlive_owner: bool = Field(
+        False,
+        description="may outlive the process that made it (a suspended rollout resumed by "
+        "another process); then only the TTL lets `agentenv gc` remove it",
+    )
     executor: Literal["auto", "fast", "docker-exec"] = Field(
         "auto", description="'fast': in-sandbox executor; 'docker-exec': one exec per command"
     )

@@ -1,0 +1,359 @@
+"""The RL API: rollouts with rewards, groups forked from one prepared sandbox, a stream of
+rollouts in completion order, and partial rollouts that are suspended (sandbox paused, state
+as JSON) across a weight update and resumed later, in this process or another.
+
+A *policy* is a :class:`~agentenv.model.types.ChatModel` shared by every episode (an
+endpoint client), or a function ``task -> ChatModel`` called once per episode (for policies
+with per-episode state, such as the scripted ones).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Sequence
+
+import anyio
+from pydantic import BaseModel
+
+from agentenv.agent.loop import (
+    Limits,
+    StopReason,
+    Trajectory,
+    limit_reached,
+    new_trajectory,
+    take_turn,
+)
+from agentenv.model.types import ChatModel
+from agentenv.runner.episode import prepare_sandbox, verify_task
+from agentenv.sandbox import DockerSandbox, SandboxError, SandboxPool, SandboxSpec, fork
+from agentenv.sandbox.docker import remove_snapshot
+from agentenv.sandbox.protocol import Snapshot
+from agentenv.tasks import Task
+
+Policy = ChatModel | Callable[[Task], ChatModel]
+
+
+def model_for(policy: Policy, task: Task) -> ChatModel:
+    """The chat model of one episode of ``task``."""
+    return policy if hasattr(policy, "complete") else policy(task)
+
+
+async def _setup(box: DockerSandbox, task: Task) -> None:
+    if task.setup:
+        done = await box.exec(task.setup, timeout=3600, cwd=task.workdir)
+        if not done.ok:
+            raise SandboxError(
+                f"setup of task {task.id!r} failed (exit {done.exit_code}): "
+                f"{(done.stdout + done.stderr).strip()[-1000:]}"
+            )
+
+
+async def _episode(
+    box: DockerSandbox,
+    task: Task,
+    policy: Policy,
+    limits: Limits | None,
+    policy_version: int | str | None,
+) -> Trajectory:
+    rollout = Rollout(task, model_for(policy, task), box, limits=limits, version=policy_version)
+    return await rollout.run()
+
+
+async def rollout(
+    task: Task,
+    policy: Policy,
+    *,
+    limits: Limits | None = None,
+    pool: SandboxPool | None = None,
+    policy_version: int | str | None = None,
+) -> Trajectory:
+    """One episode of ``task``: a sandbox (from ``pool`` if given, which must hold sandboxes
+    of the task's image), its workspace and setup, the loop, the hidden verifier; the
+    returned trajectory has ``score`` and ``reward`` filled in."""
+    if pool is not None:
+        box = await pool.acquire()
+        try:
+            if task.workspace is not None:
+                await box.upload(task.workspace, task.workdir)
+        except BaseException:
+            await box.close()
+            raise
+    else:
+        box = await prepare_sandbox(task)
+    await _setup_or_close(box, task)
+    return await _episode(box, task, policy, limits, policy_version)
+
+
+async def _setup_or_close(box: DockerSandbox, task: Task) -> None:
+    try:
+        await _setup(box, task)
+    except BaseException:
+        await box.close()
+        raise
+
+
+def set_advantages(group: Sequence[Trajectory], eps: float = 1e-6) -> None:
+    """Group-relative advantages: ``(r - mean) / (std + eps)`` and ``r - mean``, over the
+    trajectories with a valid reward (the others get ``None``)."""
+    rewards = [t.reward for t in group if t.reward is not None]
+    if not rewards:
+        return
+    mean = sum(rewards) / len(rewards)
+    std = math.sqrt(sum((r - mean) ** 2 for r in rewards) / len(rewards))
+    for t in group:
+        if t.reward is not None:
+            t.advantage_centered = t.reward - mean
+            t.advantage = (t.reward - mean) / (std + eps)
+
+
+class GroupTimings(BaseModel):
+    """Where a group's time went: the setup (once, or n times), snapshot and fork."""
+
+    setup_s: float
+    episodes_s: float
+    shared_setup: bool
+
+
+async def rollout_group(
+    task: Task,
+    policy: Policy,
+    n: int,
+    *,
+    share_setup: bool = True,
+    limits: Limits | None = None,
+    policy_version: int | str | None = None,
+    timings: list[GroupTimings] | None = None,
+) -> list[Trajectory]:
+    """``n`` episodes of ``task`` run concurrently, with group-relative advantages. With
+    ``share_setup`` the workspace and setup are prepared once, snapshotted, and the n
+    sandboxes forked from it; otherwise each sandbox prepares itself."""
+    if n < 1:
+        raise ValueError(f"n must be at least 1, got {n}")
+    group_id = uuid.uuid4().hex[:12]
+    t0 = time.monotonic()
+    boxes: list[DockerSandbox | None] = [None] * n  # without share_setup: made per episode
+    snapshot: Snapshot | None = None
+    if share_setup:
+        base = await prepare_sandbox(task)
+        async with base:
+            await _setup(base, task)
+            snapshot = await base.snapshot()
+        try:
+            boxes = list(await fork(snapshot, n))
+        except BaseException:
+            await remove_snapshot(snapshot)
+            raise
+    setup_s = time.monotonic() - t0
+    out: list[Trajectory | None] = [None] * n
+
+    async def one(i: int) -> None:
+        box = boxes[i]
+        if box is None:
+            box = await prepare_sandbox(task)
+            await _setup_or_close(box, task)
+        out[i] = await _episode(box, task, policy, limits, policy_version)
+
+    t1 = time.monotonic()
+    try:
+        async with anyio.create_task_group() as tg:
+            for i in range(n):
+                tg.start_soon(one, i)
+    finally:
+        for box in boxes:
+            if box is not None:
+                await box.close()  # idempotent: episodes close their own
+        if snapshot is not None:
+            await remove_snapshot(snapshot)  # only once no fork uses it
+    group = [t for t in out if t is not None]
+    for t in group:
+        t.group_id = group_id
+    set_advantages(group)
+    if timings is not None:
+        timings.append(
+            GroupTimings(
+                setup_s=setup_s, episodes_s=time.monotonic() - t1, shared_setup=share_setup
+            )
+        )
+    return group
+
+
+async def stream(
+    tasks: Sequence[Task],
+    policy: Policy,
+    *,
+    n: int = 1,
+    concurrency: int = 8,
+    limits: Limits | None = None,
+    policy_version: int | str | None = None,
+) -> AsyncIterator[Trajectory]:
+    """Rollouts of every task ``n`` times, yielded as they finish. Back-pressure: a finished
+    rollout waits (holding its concurrency slot) until the consumer takes it."""
+    send, receive = anyio.create_memory_object_stream[Trajectory](0)
+    limiter = anyio.CapacityLimiter(concurrency)
+
+    async def one(task: Task) -> None:
+        async with limiter:
+            traj = await rollout(task, policy, limits=limits, policy_version=policy_version)
+            await send.send(traj)
+
+    async def produce() -> None:
+        async with send, anyio.create_task_group() as inner:
+            for task in tasks:
+                for _ in range(n):
+                    inner.start_soon(one, task)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(produce)
+        async with receive:
+            async for traj in receive:
+                yield traj
+
+
+class SuspendedRollout(BaseModel):
+    """A partial rollout at rest: JSON-serialisable, its sandbox paused (using no CPU) and
+    able to outlive this process until its TTL."""
+
+    task: Task
+    trajectory: Trajectory
+    sandbox_id: str
+    sandbox_spec: SandboxSpec
+    limits: Limits
+    elapsed_s: float
+    policy_version: int | str | None = None
+
+
+class Rollout:
+    """A rollout run turn by turn: :meth:`step`, :meth:`suspend`, :meth:`finish`."""
+
+    def __init__(
+        self,
+        task: Task,
+        model: ChatModel,
+        box: DockerSandbox,
+        *,
+        limits: Limits | None = None,
+        version: int | str | None = None,
+        trajectory: Trajectory | None = None,
+        elapsed_s: float = 0.0,
+    ):
+        self.task = task
+        self.model = model
+        self.box = box
+        self.limits = limits or task.limits
+        self.version = version  # stamped on every turn this handle takes
+        self.trajectory = trajectory or new_trajectory(task.instruction, task_id=task.id)
+        self.elapsed_s = elapsed_s
+        self.stop_reason: StopReason | None = self.trajectory.stop_reason
+
+    @property
+    def done(self) -> bool:
+        """Whether the episode has ended (submitted, no tool call, or a limit)."""
+        return self.stop_reason is not None
+
+    async def step(self) -> bool:
+        """Take one turn; returns :attr:`done`."""
+        if self.done:
+            return True
+        started = time.monotonic()
+        try:
+            reason = limit_reached(self.trajectory, self.limits, self.elapsed_s)
+            if reason is None:
+                reason = await take_turn(
+                    self.model, self.box, self.trajectory, policy_version=self.version
+                )
+            if reason is None:
+                reason = limit_reached(self.trajectory, self.limits, self.elapsed_s)
+        finally:
+            self.elapsed_s += time.monotonic() - started
+            self.trajectory.wall_s = self.elapsed_s
+        self.stop_reason = self.trajectory.stop_reason = reason
+        return self.done
+
+    async def suspend(self) -> SuspendedRollout:
+        """Pause the sandbox and let go of it; the returned state resumes with :func:`resume`."""
+        await self.box.pause()
+        state = SuspendedRollout(
+            task=self.task,
+            trajectory=self.trajectory,
+            sandbox_id=self.box.id,
+            sandbox_spec=self.box.spec,
+            limits=self.limits,
+            elapsed_s=self.elapsed_s,
+            policy_version=self.version,
+        )
+        self.box.detach()
+        return state
+
+    async def finish(self) -> Trajectory:
+        """Verify (filling in the reward) and remove the sandbox."""
+        async with self.box:
+            await self.box.resume()
+            self.trajectory.score = await verify_task(self.box, self.task)
+        return self.trajectory
+
+    async def run(self) -> Trajectory:
+        """Step until done, then :meth:`finish`. The sandbox is removed whatever happens."""
+        try:
+            while not await self.step():
+                pass
+        except BaseException:
+            await self.box.close()
+            raise
+        return await self.finish()
+
+
+async def start(
+    task: Task,
+    policy: Policy,
+    *,
+    limits: Limits | None = None,
+    version: int | str | None = None,
+) -> Rollout:
+    """A partial rollout, ready to :meth:`~Rollout.step`. Its sandbox may outlive this
+    process once suspended (only its TTL lets ``agentenv gc`` remove it)."""
+    dockerfile = task.folder / task.dockerfile if task.folder and task.dockerfile else None
+    spec = SandboxSpec(
+        image=task.image, dockerfile=dockerfile, workdir=task.workdir, outlive_owner=True
+    )
+    box = await DockerSandbox.create(spec)
+    try:
+        if task.workspace is not None:
+            await box.upload(task.workspace, task.workdir)
+        await _setup(box, task)
+    except BaseException:
+        await box.close()
+        raise
+    return Rollout(task, model_for(policy, task), box, limits=limits, version=version)
+
+
+async def resume(
+    state: SuspendedRollout, policy: Policy, *, version: int | str | None = None
+) -> Rollout:
+    """Continue a suspended rollout (from any process on the same Docker host) with
+    ``policy``; the turns it takes are stamped with ``version``."""
+    box = await DockerSandbox.attach(state.sandbox_id, state.sandbox_spec)
+    return Rollout(
+        state.task,
+        model_for(policy, state.task),
+        box,
+        limits=state.limits,
+        version=version,
+        trajectory=state.trajectory,
+        elapsed_s=state.elapsed_s,
+    )
+
+
+__all__ = [
+    "GroupTimings",
+    "Policy",
+    "Rollout",
+    "SuspendedRollout",
+    "resume",
+    "rollout",
+    "rollout_group",
+    "set_advantages",
+    "start",
+    "stream",
+]
