@@ -1,7 +1,23 @@
 """agentenv: run AI agents in Docker sandboxes that pause while the model thinks, and score
-them with deterministic verifiers."""
+them with deterministic verifiers.
 
+For RL: ``await rollout(task, policy)``, ``rollout_group`` (forked from one prepared
+sandbox), ``stream``, and partial rollouts with ``start`` / ``Rollout.suspend`` / ``resume``.
+"""
+
+from agentenv.agent.loop import Limits, Trajectory
 from agentenv.log import configure_default
+from agentenv.runner.rollout import (
+    Rollout,
+    SuspendedRollout,
+    resume,
+    rollout,
+    rollout_group,
+    rollout_group_sync,
+    rollout_sync,
+    start,
+    stream,
+)
 from agentenv.sandbox import (
     DockerSandbox,
     ExecResult,
@@ -14,6 +30,7 @@ from agentenv.sandbox import (
     fork,
     sandbox,
 )
+from agentenv.tasks import Task, load_task
 
 __version__ = "0.1.0"
 
@@ -22,13 +39,26 @@ configure_default()
 __all__ = [
     "DockerSandbox",
     "ExecResult",
+    "Limits",
+    "Rollout",
     "Sandbox",
     "SandboxError",
     "SandboxPool",
     "SandboxSpec",
     "SandboxUnavailable",
     "Snapshot",
+    "SuspendedRollout",
+    "Task",
+    "Trajectory",
     "__version__",
     "fork",
+    "load_task",
+    "resume",
+    "rollout",
+    "rollout_group",
+    "rollout_group_sync",
+    "rollout_sync",
     "sandbox",
+    "start",
+    "stream",
 ]

@@ -322,6 +322,12 @@ def eval_(
         typer.Option("--regrade", help="Re-run the verifiers on a job's kept final states."),
     ] = None,
     reasoning_effort: Annotated[str | None, typer.Option(help="K3 takes only 'max'.")] = None,
+    executor: Annotated[
+        str, typer.Option(help="local, or ray (episodes as Ray tasks; pip install agentenv[ray]).")
+    ] = "local",
+    address: Annotated[
+        str | None, typer.Option(help="With --executor ray: the cluster, e.g. 10.0.0.5:6379.")
+    ] = None,
 ) -> None:
     """Run tasks × samples, verify each episode, and report pass@k, reward, tokens, cache hits,
     dollars and time. Re-running on the same --out resumes."""
@@ -349,6 +355,13 @@ def eval_(
         tasks = load_tasks(paths)
     except TaskError as e:
         raise _fail(str(e)) from e
+    if executor not in ("local", "ray"):
+        raise _fail(f"--executor must be local or ray, not {executor!r}")
+    if executor == "ray":
+        try:
+            import ray  # noqa: F401
+        except ImportError as e:
+            raise _fail("--executor ray needs Ray: pip install 'agentenv[ray]'") from e
     missing = [t.id for t in tasks if t.verifier is None]
     if missing:
         raise _fail(f"these tasks have no [verifier] in task.toml: {', '.join(missing)}")
@@ -391,6 +404,8 @@ def eval_(
             keep_final=keep_final,
             reasoning_effort=reasoning_effort,
             on_progress=show,
+            executor="ray" if executor == "ray" else "local",
+            ray_address=address,
         )
 
     done_before = len(load_results(folder)) if (folder / "results.jsonl").exists() else 0

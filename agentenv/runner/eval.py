@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Literal
 
 import anyio
 import structlog
@@ -37,6 +38,7 @@ from agentenv.sandbox.protocol import Snapshot
 from agentenv.tasks import Task, load_tasks, task_digest
 
 log = structlog.get_logger(__name__)
+EpisodeRunner = Callable[[Task, int], Awaitable[tuple[EpisodeResult, Trajectory | None]]]
 
 
 class Progress(BaseModel):
@@ -93,12 +95,11 @@ async def run_episode_with_retries(
     sample: int,
     policies: Policies,
     *,
-    folder: Path,
     attempts: int,
     keep_final: bool,
-) -> EpisodeResult:
-    """One episode, retried on infrastructure failures per the outcome table; its trajectory
-    written (atomically) before the result is returned."""
+) -> tuple[EpisodeResult, Trajectory | None]:
+    """One episode, retried on infrastructure failures per the outcome table: its result,
+    and its trajectory unless it ended in an error."""
     started = time.monotonic()
     for attempt in range(1, attempts + 1):
         tag = f"final-{task.id}-{sample}-{uuid.uuid4().hex[:8]}" if keep_final else None
@@ -119,7 +120,7 @@ async def run_episode_with_retries(
                 raise JobStopped(f"{outcome}: {type(e).__name__}: {e}") from e
             if rule.retry and attempt < attempts:
                 continue
-            return EpisodeResult(
+            error = EpisodeResult(
                 task_id=task.id,
                 sample=sample,
                 outcome=outcome,
@@ -127,9 +128,8 @@ async def run_episode_with_retries(
                 attempts=attempt,
                 wall_s=time.monotonic() - started,
             )
-        result = _result_from(task, sample, traj, attempt, kept)
-        write_atomic(folder / str(result.trajectory), traj.model_dump_json(indent=1).encode())
-        return result
+            return error, None
+        return _result_from(task, sample, traj, attempt, kept), traj
     raise AssertionError("unreachable: the last attempt always returns")
 
 
@@ -144,9 +144,15 @@ async def run_eval(
     keep_final: bool = False,
     reasoning_effort: str | None = None,
     on_progress: Callable[[Progress], None] | None = None,
+    executor: Literal["local", "ray"] = "local",
+    ray_address: str | None = None,
 ) -> list[Row]:
     """Run every (task, sample) that ``out`` has no result for yet; return the summary of
-    all of them. Refuses (``ConfigMismatch``) a folder that holds a different job."""
+    all of them. Refuses (``ConfigMismatch``) a folder that holds a different job.
+
+    ``executor="ray"`` runs the episodes as Ray tasks on the nodes of the cluster at
+    ``ray_address`` (each node using its own Docker engine); results and trajectories come
+    back here and are written by this process, as with the local executor."""
     if samples < 1 or concurrency < 1 or attempts < 1:
         raise ValueError("samples, concurrency and attempts must be at least 1")
     config = JobConfig(
@@ -169,6 +175,23 @@ async def run_eval(
     log.info("eval.start", tasks=len(tasks), samples=samples, done=len(done), todo=len(todo))
     policies = Policies(model, reasoning_effort=reasoning_effort)
     limiter = anyio.CapacityLimiter(concurrency)
+    runner: EpisodeRunner
+    if executor == "ray":
+        from agentenv.runner import ray_executor  # optional dependency: agentenv[ray]
+
+        runner = ray_executor.runner(
+            model,
+            attempts=attempts,
+            keep_final=keep_final,
+            reasoning_effort=reasoning_effort,
+            address=ray_address,
+        )
+    else:
+
+        async def runner(task: Task, sample: int) -> tuple[EpisodeResult, Trajectory | None]:
+            return await run_episode_with_retries(
+                task, sample, policies, attempts=attempts, keep_final=keep_final
+            )
 
     def report() -> None:
         if on_progress is not None:
@@ -179,11 +202,12 @@ async def run_eval(
             progress.running += 1
             report()
             try:
-                result = await run_episode_with_retries(
-                    task, sample, policies, folder=out, attempts=attempts, keep_final=keep_final
-                )
+                result, traj = await runner(task, sample)
             finally:
                 progress.running -= 1
+            if traj is not None and result.trajectory is not None:
+                # the trajectory first: a result line always has its file
+                write_atomic(out / result.trajectory, traj.model_dump_json(indent=1).encode())
             append_result(out, result)
             done[(task.id, sample)] = result
             progress.done += 1

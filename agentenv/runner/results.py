@@ -43,6 +43,7 @@ class EpisodeResult(BaseModel):
     trajectory: str | None = None  # relative to the job folder
     final_snapshot: str | None = None  # image kept with --keep-final, for regrading
     score: Score | None = None
+    node: str | None = None  # where it ran, with a distributed executor
 
 
 class JobConfig(JobSettings):

@@ -9,10 +9,12 @@ with per-episode state, such as the scripted ones).
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any
 
 import anyio
 from pydantic import BaseModel
@@ -345,6 +347,16 @@ async def resume(
     )
 
 
+def rollout_sync(task: Task, policy: Policy, **kwargs: Any) -> Trajectory:
+    """:func:`rollout` for code without an event loop."""
+    return anyio.run(functools.partial(rollout, task, policy, **kwargs))
+
+
+def rollout_group_sync(task: Task, policy: Policy, n: int, **kwargs: Any) -> list[Trajectory]:
+    """:func:`rollout_group` for code without an event loop."""
+    return anyio.run(functools.partial(rollout_group, task, policy, n, **kwargs))
+
+
 __all__ = [
     "GroupTimings",
     "Policy",
@@ -353,6 +365,8 @@ __all__ = [
     "resume",
     "rollout",
     "rollout_group",
+    "rollout_group_sync",
+    "rollout_sync",
     "set_advantages",
     "start",
     "stream",

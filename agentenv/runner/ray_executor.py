@@ -1,0 +1,111 @@
+"""Scale-out on Ray (``pip install agentenv[ray]``): each episode becomes a Ray task that
+runs on some node of the cluster with that node's own Docker engine, and comes back as plain
+data (the result and the trajectory as JSON) for the driver to record.
+
+Every node needs agentenv installed and a Docker engine with the task images (or the base
+image to build them from). Task folders travel with each task as a tar, so nodes need no
+shared storage. Endpoint clients, and so their concurrency limits, are per node.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import socket
+import tarfile
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import anyio
+import ray
+
+from agentenv.agent.loop import Trajectory
+from agentenv.runner.policy import Policies
+from agentenv.runner.results import EpisodeResult
+from agentenv.tasks import Task, load_task
+
+
+def _pack(folder: Path) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        tar.add(folder, arcname=folder.name)
+    return buf.getvalue()
+
+
+@ray.remote(max_retries=2)
+def _episode(
+    packed: bytes,
+    task_json: str,
+    sample: int,
+    model: str,
+    attempts: int,
+    keep_final: bool,
+    reasoning_effort: str | None,
+) -> tuple[str, str | None, str]:
+    """On a node: unpack the task, run one episode with retries, return JSON."""
+    from agentenv.runner.eval import run_episode_with_retries
+
+    task = Task.model_validate_json(task_json)
+    with tempfile.TemporaryDirectory(prefix="agentenv-ray-") as tmp:
+        with tarfile.open(fileobj=io.BytesIO(packed), mode="r:gz") as tar:
+            tar.extractall(tmp, filter="data")
+        folder = Path(tmp) / (task.folder.name if task.folder else task.id)
+        local = load_task(folder).model_copy(update={"limits": task.limits})
+
+        async def run() -> tuple[EpisodeResult, Trajectory | None]:
+            policies = Policies(model, reasoning_effort=reasoning_effort)
+            try:
+                return await run_episode_with_retries(
+                    local, sample, policies, attempts=attempts, keep_final=keep_final
+                )
+            finally:
+                await policies.aclose()
+
+        result, traj = anyio.run(run)
+    return (
+        result.model_dump_json(),
+        traj.model_dump_json() if traj else None,
+        socket.gethostname() + ":" + ray.get_runtime_context().get_node_id()[:12],
+    )
+
+
+def runner(
+    model: str,
+    *,
+    attempts: int,
+    keep_final: bool,
+    reasoning_effort: str | None,
+    address: str | None,
+) -> Any:
+    """An episode runner for :func:`~agentenv.runner.eval.run_eval` that uses the Ray
+    cluster at ``address`` (``None``: start or join a local one)."""
+    if not ray.is_initialized():
+        ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
+    packed: dict[str, bytes] = {}
+
+    async def run(task: Task, sample: int) -> tuple[EpisodeResult, Trajectory | None]:
+        if task.folder is None:
+            raise ValueError(f"task {task.id!r} has no folder to send to the cluster")
+        if task.id not in packed:
+            packed[task.id] = _pack(task.folder)
+        try:
+            result_json, traj_json, node = await _episode.remote(
+                packed[task.id],
+                task.model_dump_json(),
+                sample,
+                model,
+                attempts,
+                keep_final,
+                reasoning_effort,
+            )
+        except ray.exceptions.RayError as e:  # the node or its worker died
+            return EpisodeResult(
+                task_id=task.id, sample=sample, outcome="sandbox_lost", error=f"ray: {e}"
+            ), None
+        result = EpisodeResult.model_validate_json(result_json)
+        result.node = node
+        traj = Trajectory.model_validate_json(traj_json) if traj_json else None
+        return result, traj
+
+    return run

@@ -1,0 +1,64 @@
+"""The Ray executor on a local two-node cluster (a head and one worker node, started here):
+episodes run on the nodes, each with the Docker engine it finds, and come back as plain data
+that the driver records as usual."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from agentenv.runner.eval import run_eval
+from agentenv.runner.results import load_results
+from agentenv.tasks import load_tasks
+
+pytestmark = pytest.mark.anyio
+ROOT = Path(__file__).resolve().parents[2]
+RAY = str(Path(sys.executable).with_name("ray"))
+PORT = "6411"
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[str]:
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+    common = ["--num-cpus=2", "--disable-usage-stats"]
+    subprocess.run(
+        [RAY, "start", "--head", f"--port={PORT}", "--include-dashboard=false", *common],
+        env=env,
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    try:
+        subprocess.run(
+            [RAY, "start", f"--address=127.0.0.1:{PORT}", *common],
+            env=env,
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
+        yield f"127.0.0.1:{PORT}"
+    finally:
+        import ray
+
+        ray.shutdown()
+        subprocess.run([RAY, "stop", "--force"], env=env, capture_output=True, timeout=120)
+
+
+async def test_eval_on_a_ray_cluster(cluster: str, tmp_path: Path) -> None:
+    tasks = load_tasks(
+        [ROOT / "environments" / "text-stats", ROOT / "environments" / "top-error-ips"]
+    )
+    rows = await run_eval(
+        tasks, "oracle", out=tmp_path, samples=3, executor="ray", ray_address=cluster
+    )
+    assert rows[-1].pass_at_1 == 1.0 and rows[-1].episodes == 6
+    results = load_results(tmp_path)
+    nodes = {r.node for r in results.values()}
+    assert None not in nodes and len(nodes) == 2  # both nodes took episodes
+    for r in results.values():
+        assert r.trajectory is not None and (tmp_path / r.trajectory).is_file()
