@@ -222,3 +222,15 @@ async def test_token_export_masks_only_sampled_tokens(tmp_path: Path) -> None:
     oracle = await rollout(task, lambda t: policies.oracle("echo ok > answer.txt"))
     with pytest.raises(NoTokens, match="no token ids"):
         oracle.to_concat()
+
+
+async def test_rollout_from_a_warm_pool(tmp_path: Path) -> None:
+    from agentenv.sandbox import SandboxPool, SandboxSpec
+
+    task = make_task(tmp_path)
+    async with SandboxPool(SandboxSpec(), size=2) as pool:
+        trajs = [
+            await rollout(task, lambda t: policies.oracle("echo ok > answer.txt"), pool=pool)
+            for _ in range(3)
+        ]
+    assert [t.reward for t in trajs] == [1.0, 1.0, 1.0]
