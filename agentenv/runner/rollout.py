@@ -111,7 +111,9 @@ def set_advantages(group: Sequence[Trajectory], eps: float = 1e-6) -> None:
 
 
 class GroupTimings(BaseModel):
-    """Where a group's time went: the setup (once, or n times), snapshot and fork."""
+    """Where a group's time went. With a shared setup, ``setup_s`` covers preparing one
+    sandbox, its setup, the snapshot and the fork; without, each episode prepares its own
+    sandbox and that time is in ``episodes_s``."""
 
     setup_s: float
     episodes_s: float

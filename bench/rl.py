@@ -1,0 +1,494 @@
+"""RL benchmark: what a forked group saves over n full setups, and how much of a rollout's
+time its sandbox spends paused when many run at once.
+
+Measures, in one run, two figures of the RL API (``agentenv/runner/rollout.py``):
+
+1. Setup once and fork n vs n full setups. A task whose ``setup`` builds a small C project
+   (``make``: a Python script generates four C files, gcc compiles them at -O2 one after the
+   other and links a shared library; about 2 s of real CPU in one sandbox, which has one
+   CPU) and whose verifier wants ``answer.txt`` to say ``ok``. The policy is in-process
+   and fast: one command that writes ``ok`` only if the setup's library is there (so a
+   fork that lost the setup scores 0). ``rollout_group(task, policy, n)`` with
+   ``share_setup=True`` (prepare and set up one sandbox, snapshot it, fork n) against the
+   baseline measured in the same run, ``share_setup=False`` (n sandboxes each running the
+   setup, concurrently, competing for the host's cores as real setups would): the wall
+   time of each group, and the phases its ``timings`` report. ``GroupTimings`` only splits
+   a group into the part before the episodes (for a shared group: prepare, setup, snapshot
+   and fork) and the episodes, so the shared group's first part is split further by
+   running the same steps again by hand (``prepare_sandbox``, the setup, ``snapshot``,
+   ``fork``). Every reward must be 1.0.
+2. The fraction of time paused with many concurrent rollouts. N concurrent ``rollout()``
+   calls (each creating its own sandbox) against the local K3-compatible server with a
+   time to first token of 1 s, through one shared ``OpenAIChatModel`` whose
+   ``AdaptiveLimit`` starts at 128 (so every request is in flight at once). The model
+   answers from the number of assistant messages in the request: first a ``bash``
+   command, then ``write_file answer.txt`` and ``submit``. Reported: sum(paused_s) /
+   sum(wall_s) over the episodes, rollouts per second over the whole batch (creation to
+   removal), and how many completed with reward 1.0. ``rollout()`` always pauses, so
+   there is no unpaused baseline: these are reference rows.
+
+Usage: ``.venv/bin/python bench/rl.py [--quick] [--json PATH]``.
+
+The RL API creates its sandboxes itself (no spec to label), so this run sets
+``AGENTENV_RUN_ID`` to its run id: everything it creates carries ``agentenv.run=<run id>``
+and whatever is still there when the run ends (error, Ctrl-C) is removed by that label, and
+only by it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import time
+from contextlib import suppress
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import docker
+import docker.errors
+from common import (
+    RUN_ID,
+    Report,
+    Row,
+    arg_parser,
+    console,
+    describe,
+    p50,
+    plain_row,
+    print_table,
+    relative_row,
+    remove_container,
+    run_benchmark,
+    run_sections,
+    start_report,
+    step,
+    summary,
+)
+
+from agentenv.agent import policies
+from agentenv.agent.loop import Trajectory
+from agentenv.model.client import OpenAIChatModel
+from agentenv.model.limit import AdaptiveLimit
+from agentenv.model.server import K3Server, ScriptedToolCall, ScriptedTurn
+from agentenv.model.types import ChatModel
+from agentenv.runner.episode import prepare_sandbox
+from agentenv.runner.rollout import GroupTimings, rollout, rollout_group
+from agentenv.sandbox import DockerSandbox, fork, get_engine, remove_snapshot
+from agentenv.sandbox import labels as agentenv_labels
+from agentenv.sandbox.protocol import Snapshot
+from agentenv.tasks import Task, load_task
+
+TTFT_S = 1.0
+LIMIT_INITIAL, LIMIT_MAX = 128, 256
+
+# -- the tasks -------------------------------------------------------------------------------
+
+# The build task's workspace: a generator and a Makefile. ``make`` runs serially, so one
+# setup keeps one core busy (a sandbox has one CPU) for about 2 s on this kind of host.
+GEN_PY = r'''"""Generate the project's C sources, as a build step would."""
+import os
+
+UNITS, FUNCS = 4, 180
+os.makedirs("build", exist_ok=True)
+for m in range(UNITS):
+    with open(f"build/unit{m}.c", "w") as f:
+        for j in range(FUNCS):
+            f.write(
+                f"int f{m}_{j}(int x) {{ int s = 0; "
+                f"for (int k = 0; k < x; k++) s += (k * {j}) ^ (s >> 3); return s + {j}; }}\n"
+            )
+        calls = " + ".join(f"f{m}_{j}(x)" for j in range(FUNCS))
+        f.write(f"int unit{m}(int x) {{ return {calls}; }}\n")
+'''
+MAKEFILE = (
+    "UNITS := $(patsubst %,build/unit%.o,0 1 2 3)\n"
+    "\n"
+    "build/libproj.so: $(UNITS)\n"
+    "\tgcc -shared -o $@ $^\n"
+    "\n"
+    "build/unit%.o: build/unit%.c\n"
+    "\tgcc -O2 -fPIC -c $< -o $@\n"
+    "\n"
+    "build/unit%.c: gen.py\n"
+    "\tpython3 gen.py\n"
+    "\n"
+    ".SECONDARY:\n"
+)
+BUILD_TOML = """\
+id = "bench-rl-build"
+description = "Check that the project was built (the setup builds it)."
+setup = "make -s"
+
+[verifier]
+kind = "file"
+path = "answer.txt"
+equals = "ok"
+"""
+BUILD_INSTRUCTION = "If build/libproj.so exists, write `ok` to answer.txt.\n"
+BUILD_COMMAND = "test -f build/libproj.so && echo ok > answer.txt"
+
+MANY_TOML = """\
+id = "bench-rl-many"
+description = "Read the notes, write the answer."
+
+[verifier]
+kind = "file"
+path = "answer.txt"
+equals = "42"
+"""
+MANY_INSTRUCTION = "Read notes.txt and write the answer it asks for to answer.txt.\n"
+NOTES = "The answer is 42.\n"
+LOOK = "ls -la && cat notes.txt"
+
+
+def write_task(folder: Path, toml: str, instruction: str, files: dict[str, str]) -> Task:
+    """A task folder (``task.toml``, ``instruction.md``, ``workspace/``), loaded."""
+    (folder / "workspace").mkdir(parents=True)
+    (folder / "task.toml").write_text(toml)
+    (folder / "instruction.md").write_text(instruction)
+    for name, text in files.items():
+        (folder / "workspace" / name).write_text(text)
+    return load_task(folder)
+
+
+# -- configuration ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Config:
+    """How big each measurement is."""
+
+    group_n: int
+    concurrent: int
+    json_path: Path | None
+
+    @classmethod
+    def from_args(cls, argv: list[str] | None = None) -> Config:
+        """Parse the command line."""
+        parser = arg_parser(__doc__)
+        args = parser.parse_args(argv)
+        return cls(
+            group_n=4 if args.quick else 8,
+            concurrent=20 if args.quick else 50,
+            json_path=args.json,
+        )
+
+
+def check_rewards(trajs: list[Trajectory], n: int, what: str) -> None:
+    """Fail loudly unless there are ``n`` trajectories, each with reward 1.0."""
+    rewards = [t.reward for t in trajs]
+    if len(trajs) != n or any(r != 1.0 for r in rewards):
+        stops = [t.stop_reason for t in trajs]
+        raise RuntimeError(f"{what}: expected {n} rewards of 1.0, got {rewards} (stops {stops})")
+
+
+# -- 1. setup once and fork n vs n full setups -----------------------------------------------
+
+
+def build_policy(task: Task) -> ChatModel:
+    """One command: ``ok`` into answer.txt if the setup's library is there."""
+    return policies.command(BUILD_COMMAND)
+
+
+async def timed_group(
+    task: Task, n: int, share_setup: bool
+) -> tuple[float, GroupTimings, list[Trajectory]]:
+    """One ``rollout_group`` of ``n``: its wall time, its timings, its trajectories."""
+    timings: list[GroupTimings] = []
+    started = time.perf_counter()
+    group = await rollout_group(task, build_policy, n, share_setup=share_setup, timings=timings)
+    wall = time.perf_counter() - started
+    check_rewards(group, n, f"rollout_group(share_setup={share_setup})")
+    return wall, timings[0], group
+
+
+async def phases_by_hand(task: Task, n: int) -> dict[str, float]:
+    """What ``rollout_group(share_setup=True)`` does before its episodes, step by step:
+    prepare one sandbox, run the setup, snapshot it, fork ``n``. Seconds per phase."""
+    snapshot: Snapshot | None = None
+    forks: list[DockerSandbox] = []
+    try:
+        t0 = time.perf_counter()
+        base = await prepare_sandbox(task)
+        async with base:
+            t1 = time.perf_counter()
+            if task.setup is None:
+                raise RuntimeError(f"task {task.id} has no setup")
+            done = await base.exec(task.setup, timeout=600, cwd=task.workdir)
+            if not done.ok:
+                raise RuntimeError(f"setup failed ({done.exit_code}): {done.stderr[-2000:]}")
+            t2 = time.perf_counter()
+            snapshot = await base.snapshot()
+            t3 = time.perf_counter()
+        forks = list(await fork(snapshot, n))
+        t4 = time.perf_counter()
+    finally:
+        for box in forks:
+            await box.close()
+        if snapshot is not None:
+            with anyio.CancelScope(shield=True):
+                await remove_snapshot(snapshot)
+    return {
+        "prepare_s": t1 - t0,
+        "setup_s": t2 - t1,
+        "snapshot_s": t3 - t2,
+        "fork_s": t4 - t3,
+        "total_s": t4 - t0,
+    }
+
+
+async def bench_group(cfg: Config, report: Report) -> None:
+    """``rollout_group`` with a shared setup vs a setup per sandbox."""
+    n = cfg.group_n
+    with tempfile.TemporaryDirectory(prefix="agentenv-bench-rl-") as tmp:
+        task = write_task(
+            Path(tmp) / "build",
+            BUILD_TOML,
+            BUILD_INSTRUCTION,
+            {"gen.py": GEN_PY, "Makefile": MAKEFILE},
+        )
+        step(f"forked group: one rollout with its setup alone (warm-up and reference), n={n}")
+        started = time.perf_counter()
+        alone = await rollout(task, build_policy)
+        alone_s = time.perf_counter() - started
+        check_rewards([alone], 1, "rollout() alone")
+        step(f"forked group: rollout_group n={n}, share_setup=False (baseline), then True")
+        base_wall, base_t, unshared = await timed_group(task, n, share_setup=False)
+        fork_wall, fork_t, group = await timed_group(task, n, share_setup=True)
+        step(f"forked group: prepare, setup, snapshot, fork {n} by hand (the phase split)")
+        phases = await phases_by_hand(task, n)
+
+    episodes = [t.wall_s for t in group]
+    runs = 1 + len(unshared) + len(group)  # each already checked: all 1.0, or it raised
+    rewarded = sum(1 for t in [alone, *unshared, *group] if t.reward == 1.0)
+    report.details["group"] = {
+        "n": n,
+        "rollout_alone_s": alone_s,
+        "unshared": {"wall_s": base_wall, **base_t.model_dump()},
+        "shared": {"wall_s": fork_wall, **fork_t.model_dump()},
+        "shared_episode_wall": summary(episodes),
+        "phases_by_hand": phases,
+    }
+    label = f"x {n} setups"
+    report.rows += [
+        plain_row(f"group of {n}, a setup in each (baseline)", "s", base_wall),
+        relative_row(
+            f"group of {n}, setup once + snapshot + fork", "s", fork_wall, base_wall, label
+        ),
+        relative_row(
+            "  setup phase: prepare, setup, snapshot, fork",
+            "s",
+            fork_t.setup_s,
+            base_wall,
+            label,
+        ),
+        relative_row(f"  episodes ({n} concurrent)", "s", fork_t.episodes_s, base_wall, label),
+        plain_row("  by hand: prepare 1 sandbox", "s", phases["prepare_s"]),
+        plain_row("  by hand: setup (make), 1 sandbox", "s", phases["setup_s"]),
+        plain_row("  by hand: snapshot (commit)", "s", phases["snapshot_s"]),
+        plain_row(f"  by hand: fork {n}", "s", phases["fork_s"]),
+        plain_row("1 rollout with its setup, alone", "s", alone_s),
+        plain_row(f"rewards of 1.0 (of {runs})", "", rewarded, f"= {runs}", rewarded == runs),
+    ]
+
+
+# -- 2. fraction of time paused with many concurrent rollouts --------------------------------
+
+
+def two_turns(body: dict[str, Any]) -> ScriptedTurn:
+    """The model's answer, from how far the conversation has got: a look around, then the
+    answer and a submit."""
+    answered = sum(1 for m in body.get("messages") or [] if m.get("role") == "assistant")
+    if answered == 0:
+        return ScriptedTurn(
+            reasoning="Let me read the notes first.",
+            tool_calls=[ScriptedToolCall(name="bash", arguments=json.dumps({"command": LOOK}))],
+        )
+    return ScriptedTurn(
+        reasoning="The notes say 42.",
+        tool_calls=[
+            ScriptedToolCall(
+                name="write_file", arguments=json.dumps({"path": "answer.txt", "content": "42\n"})
+            ),
+            ScriptedToolCall(name="submit", arguments=json.dumps({"summary": "wrote 42"})),
+        ],
+    )
+
+
+async def bench_concurrent(cfg: Config, report: Report) -> None:
+    """``cfg.concurrent`` rollouts at once against a model with a 1 s time to first token."""
+    n = cfg.concurrent
+    step(f"concurrent rollouts: {n} x rollout() at once, 2 turns, model ttft {TTFT_S:g} s")
+    done: list[tuple[Trajectory, float]] = []
+    failures: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="agentenv-bench-rl-") as tmp:
+        task = write_task(Path(tmp) / "many", MANY_TOML, MANY_INSTRUCTION, {"notes.txt": NOTES})
+        with K3Server(two_turns, ttft_s=TTFT_S) as server:
+            model = OpenAIChatModel(
+                base_url=server.base_url,
+                api_key="x",
+                limit=AdaptiveLimit(LIMIT_INITIAL, maximum=LIMIT_MAX),
+            )
+
+            async def one() -> None:
+                t0 = time.perf_counter()
+                try:
+                    traj = await rollout(task, model)
+                except Exception as e:
+                    failures.append(describe(e))
+                    return
+                done.append((traj, time.perf_counter() - t0))
+
+            try:
+                started = time.perf_counter()
+                async with anyio.create_task_group() as tg:
+                    for _ in range(n):
+                        tg.start_soon(one)
+                batch_s = time.perf_counter() - started
+            finally:
+                await model.aclose()
+            requests = len(server.requests)
+
+    trajs = [t for t, _ in done]
+    rewarded = sum(1 for t in trajs if t.reward == 1.0)
+    paused = sum(t.paused_s for t in trajs)
+    wall = sum(t.wall_s for t in trajs)
+    turns = [turn for t in trajs for turn in t.turns]
+    # model_s = pause + queue + the call + resume: what the call itself does not explain
+    freeze_thaw = [
+        turn.model_s - turn.completion.latency_s - turn.completion.queued_s for turn in turns
+    ]
+    report.details["concurrent"] = {
+        "n": n,
+        "ttft_s": TTFT_S,
+        "completed": len(trajs),
+        "rewarded": rewarded,
+        "failures": failures,
+        "requests": requests,
+        "batch_s": batch_s,
+        "paused_s_sum": paused,
+        "wall_s_sum": wall,
+        "episode_wall": summary([t.wall_s for t in trajs]) if trajs else None,
+        "rollout_end_to_end": summary([s for _, s in done]) if done else None,
+        "model_call": summary([turn.completion.latency_s for turn in turns]) if turns else None,
+        "pause_resume_per_turn": summary(freeze_thaw) if turns else None,
+        "queued_s_sum": sum(t.queued_s for t in trajs),
+        "limit_after": model.limit.capacity,
+    }
+    fraction = paused / wall if wall else 0.0
+    report.rows += [
+        plain_row(
+            f"rollouts completed with reward 1.0 (of {n})", "", rewarded, f"= {n}", rewarded == n
+        ),
+        plain_row("time paused: sum(paused_s) / sum(wall_s)", "%", fraction * 100),
+        plain_row(f"throughput, {n} at once (create → removed)", "/s", len(trajs) / batch_s),
+    ]
+    if trajs:
+        report.rows += [
+            plain_row("  episode wall p50 (2 model calls)", "s", p50([t.wall_s for t in trajs])),
+            plain_row("  rollout end to end p50", "s", p50([s for _, s in done])),
+            plain_row(
+                f"  model call p50 (ttft {TTFT_S:g} s)",
+                "s",
+                p50([turn.completion.latency_s for turn in turns]),
+            ),
+            plain_row("  pause + resume per turn p50", "ms", p50(freeze_thaw) * 1e3),
+        ]
+    if failures or rewarded != n:
+        raise RuntimeError(
+            f"{len(failures)} rollouts failed, {len(trajs) - rewarded} scored below 1.0: "
+            + "; ".join(failures[:3])
+        )
+
+
+# -- output ----------------------------------------------------------------------------------
+
+
+def fmt(value: float | None, unit: str) -> str:
+    """A number with its unit, or a dash."""
+    if value is None:
+        return "—"
+    if unit == "":
+        return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.2f}"
+    digits = 0 if abs(value) >= 100 else 1 if abs(value) >= 10 else 2
+    return f"{value:,.{digits}f} {unit}"
+
+
+def fmt_ratio(row: Row) -> str:
+    """The ratio with its label, or a dash."""
+    return f"{row.ratio:.2f}{row.ratio_label}" if row.ratio is not None else "—"
+
+
+def show(report: Report) -> None:
+    """The result table, with what the baselines are."""
+    print_table(
+        report,
+        "rl",
+        fmt,
+        fmt_ratio,
+        "baseline = rollout_group(share_setup=False) in the same run: every sandbox runs the "
+        "setup (make, ~2 s of CPU) itself, concurrently. 'by hand' rows repeat the shared "
+        "group's steps one at a time (GroupTimings does not split them). Concurrent rollouts "
+        "always pause, so those rows have no baseline.",
+    )
+
+
+# -- main ------------------------------------------------------------------------------------
+
+
+async def run_all(cfg: Config) -> Report:
+    """Every section of this benchmark, in order, on the engine's host."""
+    report = await start_report(await get_engine())
+    await run_sections(
+        report,
+        [
+            ("group", lambda: bench_group(cfg, report)),
+            ("concurrent", lambda: bench_concurrent(cfg, report)),
+        ],
+    )
+    return report
+
+
+def sweep_run() -> None:
+    """Remove every container and snapshot image carrying this run's ``agentenv.run`` label
+    (the RL API's own sandboxes). Blocking; used after the event loop has ended."""
+    client = docker.from_env(version="auto")
+    try:
+        label = f"{agentenv_labels.RUN}={RUN_ID}"
+        found = [c["Id"] for c in client.api.containers(all=True, filters={"label": label})]
+        for container_id in found:
+            remove_container(client, container_id)
+        images = client.api.images(filters={"label": label}, quiet=True)
+        for image_id in images:
+            with suppress(docker.errors.NotFound):
+                client.api.remove_image(image_id, force=True)
+        if found or images:
+            console.print(
+                f"[yellow]cleanup: removed {len(found)} leftover sandboxes and {len(images)} "
+                f"snapshot images of run {RUN_ID}[/yellow]"
+            )
+    finally:
+        client.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark and print the table."""
+    cfg = Config.from_args(argv)
+    # The RL API labels its sandboxes with agentenv's run id: make it ours, so that the
+    # sweep finds them (``run_id`` is cached: forget any value taken before).
+    os.environ["AGENTENV_RUN_ID"] = RUN_ID
+    agentenv_labels.run_id.cache_clear()
+    if agentenv_labels.run_id() != RUN_ID:
+        raise RuntimeError("could not set agentenv's run id")
+    try:
+        return run_benchmark(cfg, lambda: run_all(cfg), show)
+    finally:
+        sweep_run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
