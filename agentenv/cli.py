@@ -111,7 +111,7 @@ def doctor(
         if shutil.which("debootstrap") is None:
             subprocess.run(["bash", str(ENGINE_SCRIPT), "debootstrap"], check=False)
         err.print(
-            f"agentenv setup: building {BASE_IMAGE} from Debian packages (about a minute)",
+            f"agentenv setup: building {BASE_IMAGE} from Debian packages (a minute or two)",
             soft_wrap=True,
         )
         try:

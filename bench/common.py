@@ -308,3 +308,18 @@ def run_benchmark(
     if cfg.json_path is not None:
         write_json(cfg.json_path, cfg, report)
     return 1 if report.errors else 0
+
+
+def fmt(value: float | None, unit: str) -> str:
+    """A number with its unit, or a dash."""
+    if value is None:
+        return "—"
+    if unit == "":
+        return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.2f}"
+    digits = 0 if abs(value) >= 100 else 1 if abs(value) >= 10 else 2
+    return f"{value:,.{digits}f} {unit}"
+
+
+def fmt_ratio(row: Row) -> str:
+    """The ratio with its label, or a dash."""
+    return f"{row.ratio:.2f}{row.ratio_label}" if row.ratio is not None else "—"

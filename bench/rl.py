@@ -53,10 +53,11 @@ import docker.errors
 from common import (
     RUN_ID,
     Report,
-    Row,
     arg_parser,
     console,
     describe,
+    fmt,
+    fmt_ratio,
     p50,
     plain_row,
     print_table,
@@ -406,21 +407,6 @@ async def bench_concurrent(cfg: Config, report: Report) -> None:
 
 
 # -- output ----------------------------------------------------------------------------------
-
-
-def fmt(value: float | None, unit: str) -> str:
-    """A number with its unit, or a dash."""
-    if value is None:
-        return "—"
-    if unit == "":
-        return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.2f}"
-    digits = 0 if abs(value) >= 100 else 1 if abs(value) >= 10 else 2
-    return f"{value:,.{digits}f} {unit}"
-
-
-def fmt_ratio(row: Row) -> str:
-    """The ratio with its label, or a dash."""
-    return f"{row.ratio:.2f}{row.ratio_label}" if row.ratio is not None else "—"
 
 
 def show(report: Report) -> None:

@@ -39,6 +39,8 @@ from common import (
     arg_parser,
     check_ok,
     console,
+    fmt,
+    fmt_ratio,
     plain_row,
     print_table,
     relative_row,
@@ -640,21 +642,6 @@ async def bench_fork(report: Report) -> None:
 
 
 # -- output ----------------------------------------------------------------------------------
-
-
-def fmt(value: float | None, unit: str) -> str:
-    """A number with its unit, or a dash."""
-    if value is None:
-        return "—"
-    if unit == "":
-        return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.2f}"
-    digits = 0 if abs(value) >= 100 else 1 if abs(value) >= 10 else 2
-    return f"{value:,.{digits}f} {unit}"
-
-
-def fmt_ratio(row: Row) -> str:
-    """The ratio with its label, or a dash."""
-    return f"{row.ratio:.2f}{row.ratio_label}" if row.ratio is not None else "—"
 
 
 def show(report: Report) -> None:
