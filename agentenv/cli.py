@@ -334,6 +334,7 @@ def eval_(
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from agentenv.render import summary_table
+    from agentenv.runner import Policies
     from agentenv.runner.eval import JobStopped, regrade, run_eval
     from agentenv.runner.eval import Progress as JobProgress
     from agentenv.runner.results import ConfigMismatch, load_results
@@ -365,6 +366,10 @@ def eval_(
     missing = [t.id for t in tasks if t.verifier is None]
     if missing:
         raise _fail(f"these tasks have no [verifier] in task.toml: {', '.join(missing)}")
+    try:
+        Policies(model, reasoning_effort=reasoning_effort)  # a missing key, before any output
+    except (KeyError, ValueError) as e:
+        raise _fail(str(e).strip("'\"")) from e
     folder.mkdir(parents=True, exist_ok=True)
     log.configure("info", json_file=str(folder / "log.jsonl"))  # the console has the bar
     bar = Progress(
@@ -456,6 +461,7 @@ def refactor(
     """One instruction, many repos: a verified patch per repo, a report, and optionally a
     branch per repo. Re-running on the same --out resumes."""
     from agentenv.agent.loop import Limits
+    from agentenv.runner import Policies
     from agentenv.runner.journal import ConfigMismatch
     from agentenv.runner.refactor import RepoResult, apply_patches, run_refactor
     from agentenv.runner.repos import RepoError, load_repo_list
@@ -463,8 +469,11 @@ def refactor(
     text = Path(instruction).read_text() if Path(instruction).is_file() else instruction
     try:
         entries = load_repo_list(repos)
+        Policies(model)  # a missing key, before any output
     except RepoError as e:
         raise _fail(str(e)) from e
+    except (KeyError, ValueError) as e:
+        raise _fail(str(e).strip("'\"")) from e
     out_dir.mkdir(parents=True, exist_ok=True)
     log.configure("info", json_file=str(out_dir / "log.jsonl"))
 

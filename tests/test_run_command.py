@@ -113,3 +113,31 @@ def test_serve_model_serves_a_script_until_stopped(tmp_path: Path) -> None:
     finally:
         proc.terminate()
         assert proc.wait(timeout=10) == 0
+
+
+def test_jobs_without_a_key_fail_before_touching_anything(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "MOONSHOT_API_KEY"}
+    root = Path(__file__).resolve().parent.parent
+    subprocess.run(["git", "init", "-q", str(tmp_path / "repos" / "a")], check=True)
+    for args in (
+        ["eval", str(root / "environments" / "text-stats"), "--out", str(tmp_path / "e")],
+        [
+            "refactor",
+            "--repos",
+            str(tmp_path / "repos"),
+            "--instruction",
+            "x",
+            "--out",
+            str(tmp_path / "r"),
+        ],
+    ):
+        done = subprocess.run(
+            [sys.executable, "-m", "agentenv", *args, "--model", "kimi-k3"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+        )
+        assert done.returncode == 1 and "MOONSHOT_API_KEY" in done.stderr
+        assert "Traceback" not in done.stderr
+    assert not (tmp_path / "e").exists() and not (tmp_path / "r").exists()

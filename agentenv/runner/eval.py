@@ -162,6 +162,7 @@ async def run_eval(
         keep_final=keep_final,
         folders={t.id: str(t.folder) for t in tasks if t.folder is not None},
     )
+    policies = Policies(model, reasoning_effort=reasoning_effort)  # a missing key fails here
     check_config(out, config)
     done = load_results(out)
     todo = [(t, s) for t in tasks for s in range(samples) if (t.id, s) not in done]
@@ -173,7 +174,6 @@ async def run_eval(
         cost_usd=sum(r.cost_usd for r in done.values()),
     )
     log.info("eval.start", tasks=len(tasks), samples=samples, done=len(done), todo=len(todo))
-    policies = Policies(model, reasoning_effort=reasoning_effort)
     limiter = anyio.CapacityLimiter(concurrency)
     runner: EpisodeRunner
     if executor == "ray":

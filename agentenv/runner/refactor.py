@@ -267,9 +267,9 @@ async def run_refactor(
         instruction_sha256=hashlib.sha256(instruction.encode()).hexdigest(),
         repos={r.name: str(r.path) for r in repos},
     )
+    policies = Policies(model)  # a missing key fails here, before the folder is touched
     check_config(out, config)
     done = load_report(out)
-    policies = Policies(model)
     limiter = anyio.CapacityLimiter(concurrency)
 
     async def one(entry: RepoEntry) -> None:
