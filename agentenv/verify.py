@@ -30,7 +30,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agentenv.sandbox.errors import SandboxError
+from agentenv.sandbox.errors import SandboxError, SandboxUnavailable
 from agentenv.sandbox.protocol import Sandbox
 
 ROOT = "/agentenv"  # hidden tests, checkers and their output; never visible during the episode
@@ -70,8 +70,9 @@ class _Check(BaseModel):
 
 class CommandCheck(_Check):
     """Passes when ``command`` exits 0 (run by bash in the workdir, hidden tests in
-    ``/agentenv/tests``). Exit 126/127 (not runnable) or a timeout is a verifier error, so a
-    check script that runs the agent's programs should exit 1 when those are missing."""
+    ``/agentenv/tests``). Exit 126/127 (not runnable) is a verifier error, so a check script
+    that runs the agent's programs should exit 1 when those are missing; a timeout is a
+    failure (the agent's program hung)."""
 
     kind: Literal["command"]
     command: str
@@ -137,15 +138,15 @@ Check = Annotated[
 CompositeCheck.model_rebuild()
 
 
-async def prepare(sandbox: Sandbox, tests: Path | None) -> None:
-    """Stop what the agent left running, clear ``/agentenv`` (planted reward files, fake
-    tests) and copy in the hidden tests and the checker programs."""
-    await _run(
-        sandbox, f"python3 {CHECKERS}/stop_agent.py 2>/dev/null || true", timeout=30, check=False
-    )
+async def prepare(sandbox: Sandbox, tests: Path | None, workdir: str = "/workspace") -> None:
+    """Clear ``/agentenv`` (planted reward files, fake tests), stop every process the agent
+    left (tagged or not), remove symlinks in the workdir that lead into ``/agentenv``, and
+    copy in the checker programs and the hidden tests."""
+    # Our checkers go in first, under the wiped root: nothing the agent put there is run.
     await _run(sandbox, f"rm -rf {ROOT} && mkdir -p {OUT} {TESTS}", timeout=60)
     await sandbox.upload(CHECKERS_DIR, CHECKERS)
-    await _run(sandbox, f"python3 {CHECKERS}/stop_agent.py", timeout=30, check=False)
+    await _run(sandbox, f"python3 -I {CHECKERS}/stop_agent.py {workdir}", timeout=30, check=False)
+    await _run(sandbox, f"rm -rf {OUT} && mkdir -p {OUT}", timeout=60)
     if tests is not None and tests.is_dir():
         await sandbox.upload(tests, TESTS)
 
@@ -156,10 +157,12 @@ async def verify(
     """Prepare the sandbox (see :func:`prepare`) and score ``check`` against it."""
     started = time.monotonic()
     try:
-        await prepare(sandbox, tests)
+        await prepare(sandbox, tests, workdir)
         result, leaves = await _score(sandbox, check, workdir)
+    except SandboxUnavailable:
+        raise  # the container died: an infrastructure failure, retried like any other
     except (SandboxError, OSError) as e:
-        # the sandbox died or refused: no valid reward
+        # the sandbox refused: no valid reward
         return Score(
             reward=0.0,
             passed=False,
@@ -220,8 +223,8 @@ async def _command(sandbox: Sandbox, check: CommandCheck, workdir: str) -> Check
     name = f"command {check.command[:60]}"
     r = await sandbox.exec(check.command, timeout=check.timeout_s, cwd=workdir)
     tail = (r.stdout + r.stderr).strip()[-1000:]
-    if r.timed_out:
-        return _result(check, name, 0.0, f"timed out after {check.timeout_s:g} s", error=True)
+    if r.timed_out:  # the agent's program hung under the check: a failure, not a crash
+        return _result(check, name, 0.0, f"timed out after {check.timeout_s:g} s")
     if r.exit_code in (126, 127):
         return _result(check, name, 0.0, f"could not run (exit {r.exit_code}): {tail}", error=True)
     return _result(check, name, 1.0 if r.exit_code == 0 else 0.0, f"exit {r.exit_code}: {tail}")
@@ -239,16 +242,21 @@ async def _pytest(sandbox: Sandbox, check: PytestCheck, workdir: str) -> CheckRe
         "--",
         *check.args,
     ]
-    r = await sandbox.exec(shlex.join(argv), timeout=check.timeout_s, cwd=TESTS)
-    if r.timed_out:
-        return _result(check, name, 0.0, f"timed out after {check.timeout_s:g} s", error=True)
+    r = await sandbox.exec(
+        shlex.join(argv),
+        timeout=check.timeout_s,
+        cwd=TESTS,
+        env={"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"},  # no plugin the agent installed
+    )
+    tail = (r.stdout + r.stderr).strip()[-1500:]
+    if r.timed_out:  # the code under test hung: the agent failing
+        return _result(check, name, 0.0, f"timed out after {check.timeout_s:g} s")
     try:
         xml = await sandbox.read_file(junit)
     except OSError:
-        tail = (r.stdout + r.stderr).strip()[-1500:]
-        return _result(
-            check, name, 0.0, f"pytest wrote no report (exit {r.exit_code}): {tail}", error=True
-        )
+        # pytest and our runner are ours; the code under test killed the run (os._exit, a
+        # signal): the agent failing, graded 0
+        return _result(check, name, 0.0, f"the tests did not finish (exit {r.exit_code}): {tail}")
     total, failed, names = _junit(xml)
     if total == 0:
         return _result(check, name, 0.0, "no tests were collected", error=True)
@@ -259,12 +267,13 @@ async def _pytest(sandbox: Sandbox, check: PytestCheck, workdir: str) -> CheckRe
 
 
 def _junit(xml: bytes) -> tuple[int, int, list[str]]:
-    """(tests, failed or errored, names of those) from a JUnit XML report."""
+    """(tests, failed, errored or skipped, names of those) from a JUnit XML report."""
     root = ET.fromstring(xml)
     total, failed, names = 0, 0, []
     for case in root.iter("testcase"):
         total += 1
-        if any(child.tag in ("failure", "error") for child in case):
+        # a skipped test did not pass: the code under test can skip itself
+        if any(child.tag in ("failure", "error", "skipped") for child in case):
             failed += 1
             names.append(f"{case.get('classname', '')}.{case.get('name', '')}".strip("."))
     # collection errors appear as suite-level errors without test cases

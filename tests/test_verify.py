@@ -186,8 +186,6 @@ async def test_a_broken_verifier_is_an_error_not_a_failure(box: DockerSandbox) -
     assert no_tests.error is not None and no_tests.reward == 0.0 and not no_tests.passed
     missing = await verify(box, check(kind="command", command="/agentenv/tests/nothing.sh"))
     assert missing.error is not None and "could not run" in missing.error
-    slow = await verify(box, check(kind="command", command="sleep 5", timeout_s=0.5))
-    assert slow.error is not None and "timed out" in slow.error
     mixed = await verify(
         box,
         check(
@@ -229,3 +227,41 @@ def test_bad_verifier_config_names_the_field() -> None:
         check(kind="command", command="true", timeout_s=-1)
     assert is_subset({"a": [1, {"b": 2}]}, {"a": [1, {"b": 2, "c": 3}], "d": 4})
     assert not is_subset([1], [1, 2])
+
+
+async def test_what_the_code_under_test_does_is_graded_not_an_error(
+    box: DockerSandbox, tests_dir: Path
+) -> None:
+    # it hangs, it kills the test run, it skips itself: each is the agent failing (0), not a
+    # broken verifier that would drop the episode out of pass@k
+    hang = CALC_TWO_OF_THREE + "def mul(a, b):\n    while True:\n        pass\n"
+    await write(box, {"calc.py": hang, "data.txt": "x"})
+    slow = await verify(box, check(kind="pytest", timeout_s=3), tests=tests_dir)
+    assert slow.error is None and slow.reward == 0.0 and "timed out" in slow.checks[0].detail
+    await write(box, {"calc.py": "import os\nos._exit(0)\n", "data.txt": "x"})
+    gone = await verify(box, check(kind="pytest"), tests=tests_dir)
+    assert gone.error is None and gone.reward == 0.0
+    skip = "import pytest\npytest.skip('later', allow_module_level=True)\n"
+    await write(box, {"calc.py": skip, "data.txt": "x"})
+    skipped = await verify(box, check(kind="pytest", partial=True), tests=tests_dir)
+    assert skipped.error is None and skipped.reward == 0.0
+    command = await verify(box, check(kind="command", command="sleep 5", timeout_s=0.5))
+    assert command.error is None and command.reward == 0.0
+
+
+async def test_hidden_processes_and_links_into_the_tests_do_not_help(
+    box: DockerSandbox, tests_dir: Path
+) -> None:
+    await write(box, {"calc.py": CALC_TWO_OF_THREE, "data.txt": "x"})
+    # a writer that dropped our tag and its session, and a link planted where a hidden
+    # file will appear
+    await box.exec(
+        "ln -s /agentenv/tests/check.sh /workspace/out.txt; "
+        "env -u AGENTENV_EXEC setsid nohup sh -c 'while :; do echo hello > /workspace/x; "
+        "sleep 0.05; done' >/dev/null 2>&1 &"
+    )
+    score = await verify(box, check(kind="command", command="test ! -L out.txt"), tests=tests_dir)
+    await box.exec("rm -f /workspace/x")
+    again = await verify(box, check(kind="command", command="sleep 0.3; test ! -e x"))
+    assert score.passed and again.passed
+    assert (await box.exec("ps -eo args | grep -c '[e]cho hello'")).stdout.strip() == "0"
