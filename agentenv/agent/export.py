@@ -50,7 +50,11 @@ def to_concat(traj: Trajectory) -> TokenSequence:
         out.loss_mask += [0] * len(new)
         out.logprobs += [0.0] * len(new)
         out.policy_versions += [None] * len(new)
-        logprobs = c.logprobs if c.logprobs and len(c.logprobs) == len(c.token_ids) else None
+        if c.logprobs is not None and len(c.logprobs) != len(c.token_ids):
+            raise NoTokens(
+                f"turn {i} has {len(c.token_ids)} token ids but {len(c.logprobs)} logprobs"
+            )
+        logprobs = c.logprobs
         out.token_ids += c.token_ids
         out.loss_mask += [1] * len(c.token_ids)
         out.logprobs += logprobs or [0.0] * len(c.token_ids)

@@ -3,6 +3,8 @@ copied in, the loop, the hidden verifier, and the sandbox removed whatever happe
 
 from __future__ import annotations
 
+import anyio
+
 from agentenv.agent.loop import ToolResultCallback, Trajectory, run_episode
 from agentenv.model.client import EventCallback
 from agentenv.model.types import ChatModel
@@ -76,7 +78,8 @@ async def run_task(
                 traj.score = await verify_snapshot(final, task)
             finally:
                 if kept is None:
-                    await remove_snapshot(final)
+                    with anyio.CancelScope(shield=True):
+                        await remove_snapshot(final)
         else:
             traj.score = await verify_task(box, task)
         return traj, kept

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Literal
 
 import anyio
+import docker.errors
 import structlog
 from pydantic import BaseModel
 
@@ -33,9 +34,10 @@ from agentenv.runner.results import (
     write_json,
 )
 from agentenv.runner.summary import Row, summarize
-from agentenv.sandbox import SandboxSpec
+from agentenv.sandbox import SandboxError, SandboxSpec, get_engine
 from agentenv.sandbox.protocol import Snapshot
 from agentenv.tasks import Task, load_tasks, task_digest
+from agentenv.verify import Score
 
 log = structlog.get_logger(__name__)
 EpisodeRunner = Callable[[Task, int], Awaitable[tuple[EpisodeResult, Trajectory | None]]]
@@ -160,11 +162,12 @@ async def run_eval(
         samples=samples,
         tasks={t.id: task_digest(t) for t in tasks},
         keep_final=keep_final,
+        reasoning_effort=reasoning_effort,
         folders={t.id: str(t.folder) for t in tasks if t.folder is not None},
     )
     policies = Policies(model, reasoning_effort=reasoning_effort)  # a missing key fails here
     check_config(out, config)
-    done = load_results(out)
+    done = load_results(out, repair=True)
     todo = [(t, s) for t in tasks for s in range(samples) if (t.id, s) not in done]
     progress = Progress(
         total=len(tasks) * samples,
@@ -248,6 +251,7 @@ async def regrade(out: Path) -> list[Row]:
     config = load_config(out)
     by_id = {t.id: t for t in load_tasks(list(config.folders.values()))}
     results = load_results(out)
+    engine = await get_engine()
     updated = []
     for key in sorted(results):
         result = results[key]
@@ -258,7 +262,13 @@ async def regrade(out: Path) -> list[Row]:
         image = result.final_snapshot
         spec = SandboxSpec(image=image, workdir=task.workdir)
         snapshot = Snapshot(image_id=image, tag=image, spec=spec, source_id="")
-        score = await verify_snapshot(snapshot, task)
+        try:
+            await engine.run(engine.api.inspect_image, image)  # never pulled: ours or gone
+            score = await verify_snapshot(snapshot, task)
+        except (docker.errors.ImageNotFound, SandboxError) as e:
+            # one lost state does not stop the others from being regraded
+            why = "it is gone" if isinstance(e, docker.errors.ImageNotFound) else str(e)
+            score = Score(reward=0.0, passed=False, error=f"kept final state {image}: {why}")
         graded = score is not None and score.error is None
         updated.append(
             result.model_copy(

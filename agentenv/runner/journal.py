@@ -9,9 +9,11 @@ import os
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
+import structlog
 from pydantic import BaseModel, ValidationError
 
 CONFIG = "config.json"
+log = structlog.get_logger(__name__)
 M = TypeVar("M", bound=BaseModel)
 
 
@@ -60,25 +62,24 @@ def check_config(folder: Path, config: JobSettings) -> None:
     write_atomic(path, config.model_dump_json(indent=1).encode())
 
 
-def read_lines(path: Path, model: type[M]) -> list[M]:
-    """Every complete line of the journal at ``path``. A last line cut short by a kill is
-    dropped and cut off the file, so the next append starts on a fresh line."""
+def read_lines(path: Path, model: type[M], *, repair: bool = False) -> list[M]:
+    """Every complete, valid line of the journal at ``path``. A last line without its
+    newline (a kill came mid-write) is ignored, and with ``repair`` cut off the file, so the
+    next append starts on a fresh line. A complete line that does not parse is skipped with
+    a warning, never deleted: the lines after it are results too."""
     if not path.exists():
         return []
     data = path.read_bytes()
     out: list[M] = []
-    good = 0
-    for line in data.splitlines(keepends=True):
-        if not line.endswith(b"\n"):
-            break  # the kill came mid-write
+    complete = data.rfind(b"\n") + 1
+    for number, line in enumerate(data[:complete].splitlines(), 1):
         try:
             out.append(model.model_validate_json(line))
-        except ValidationError:
-            break
-        good += len(line)
-    if good < len(data):
+        except ValidationError as e:
+            log.warning("journal.bad_line", path=str(path), line=number, error=str(e)[:300])
+    if repair and complete < len(data):
         with open(path, "r+b") as f:
-            f.truncate(good)
+            f.truncate(complete)
             os.fsync(f.fileno())
     return out
 
@@ -88,7 +89,9 @@ def append_line(path: Path, item: BaseModel) -> None:
     line = item.model_dump_json().encode() + b"\n"
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
-        os.write(fd, line)
+        written = 0
+        while written < len(line):  # a short write is possible; the line must be whole
+            written += os.write(fd, line[written:])
         os.fsync(fd)
     finally:
         os.close(fd)

@@ -48,6 +48,7 @@ from agentenv.tasks import Task
 
 log = structlog.get_logger(__name__)
 REPORT = "report.jsonl"
+PATCH_FILE = "/tmp/agentenv-change.patch"  # in the sandbox, outside the repo
 # caches that running code leaves behind; never part of a patch
 JUNK = "':(exclude,glob)**/__pycache__/**' ':(exclude,glob)**/.pytest_cache/**'"
 WORKDIR = "/workspace"
@@ -104,7 +105,8 @@ class RefactorConfig(JobSettings):
 
     model: str
     instruction_sha256: str
-    repos: dict[str, str]  # name → path
+    repos: dict[str, str]  # name → path, test command, image, branch
+    max_turns: int
 
 
 _COUNT = re.compile(r"(\d+) (passed|failed|errors?)\b")
@@ -227,28 +229,45 @@ async def _fill(
     result.prompt_tokens, result.cached_tokens = traj.prompt_tokens, traj.cached_tokens
     result.completion_tokens, result.cost_usd = traj.completion_tokens, traj.cost_usd
     write_atomic(out / "trajectories" / f"{entry.name}.json", traj.model_dump_json().encode())
+    # flags the agent may have set to hide changes from git are cleared first; the diff goes
+    # to a file (a command's output is capped, a patch must not be)
     diff = await box.exec(
-        f"git add -A -- . {JUNK} && git diff --cached --binary {commit}", cwd=WORKDIR, timeout=300
+        "git ls-files -z | xargs -0 -r git update-index --no-skip-worktree --no-assume-unchanged"
+        f" && git add -A -- . {JUNK} && git diff --cached --binary {commit} > {PATCH_FILE}",
+        cwd=WORKDIR,
+        timeout=300,
     )
     if not diff.ok:
         raise RepoError(f"could not collect the change: {diff.stderr.strip()[-500:]}")
-    if not diff.stdout_bytes.strip():
+    patch = await box.read_file(PATCH_FILE)
+    if not patch.strip():
         result.outcome = "no-change"
         return
     result.patch = f"patches/{entry.name}.patch"
-    write_atomic(out / result.patch, diff.stdout_bytes)
-    result.files_changed, result.insertions, result.deletions = diff_stats(diff.stdout)
+    write_atomic(out / result.patch, patch)
+    result.files_changed, result.insertions, result.deletions = diff_stats(
+        patch.decode(errors="replace")
+    )
+    # the tests run on the starting commit plus the patch alone, as the repo will get it
+    reset = await box.exec(
+        f"rm -f .git/index && git reset -q --hard {commit} && git clean -fdxq"
+        f" && git apply --index --binary {PATCH_FILE}",
+        cwd=WORKDIR,
+        timeout=300,
+    )
+    if not reset.ok:
+        raise RepoError(f"could not re-apply the change: {reset.stderr.strip()[-500:]}")
     result.after = await run_tests(box, result.test_command, test_timeout_s)
-    conflict = patch_applies(entry, commit, diff.stdout_bytes)
+    conflict = patch_applies(entry, commit, patch)
     if conflict is not None:
         result.outcome, result.error = "patch-conflict", conflict
     else:
         result.outcome = "changed-green" if result.after.green else "changed-red"
 
 
-def load_report(out: Path) -> dict[str, RepoResult]:
-    """The finished repos of a job folder, by name."""
-    return {r.repo: r for r in read_lines(out / REPORT, RepoResult)}
+def load_report(out: Path, *, repair: bool = False) -> dict[str, RepoResult]:
+    """The finished repos of a job folder, by name (``repair``: see ``read_lines``)."""
+    return {r.repo: r for r in read_lines(out / REPORT, RepoResult, repair=repair)}
 
 
 async def run_refactor(
@@ -265,11 +284,12 @@ async def run_refactor(
     config = RefactorConfig(
         model=model,
         instruction_sha256=hashlib.sha256(instruction.encode()).hexdigest(),
-        repos={r.name: str(r.path) for r in repos},
+        repos={r.name: f"{r.path} test={r.test} image={r.image} branch={r.branch}" for r in repos},
+        max_turns=(limits or Limits()).max_turns,
     )
     policies = Policies(model)  # a missing key fails here, before the folder is touched
     check_config(out, config)
-    done = load_report(out)
+    done = load_report(out, repair=True)
     limiter = anyio.CapacityLimiter(concurrency)
 
     async def one(entry: RepoEntry) -> None:

@@ -55,12 +55,15 @@ class JobConfig(JobSettings):
     samples: int
     tasks: dict[str, str]  # task id → digest of its folder
     keep_final: bool = False
+    reasoning_effort: str | None = None
     folders: dict[str, str] = Field(default_factory=dict)  # task id → folder, for regrading
 
 
-def load_results(folder: Path) -> dict[tuple[str, int], EpisodeResult]:
-    """The finished episodes, by (task, sample); the last line for each wins."""
-    return {(r.task_id, r.sample): r for r in read_lines(folder / RESULTS, EpisodeResult)}
+def load_results(folder: Path, *, repair: bool = False) -> dict[tuple[str, int], EpisodeResult]:
+    """The finished episodes, by (task, sample); the last line for each wins. ``repair``
+    cuts off a line left half-written by a kill (only a job about to append does that)."""
+    lines = read_lines(folder / RESULTS, EpisodeResult, repair=repair)
+    return {(r.task_id, r.sample): r for r in lines}
 
 
 def append_result(folder: Path, result: EpisodeResult) -> None:

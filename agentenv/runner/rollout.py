@@ -59,7 +59,12 @@ async def _episode(
     limits: Limits | None,
     policy_version: int | str | None,
 ) -> Trajectory:
-    rollout = Rollout(task, model_for(policy, task), box, limits=limits, version=policy_version)
+    try:
+        model = model_for(policy, task)
+    except BaseException:
+        await box.close()  # a policy factory that fails must not leak the sandbox
+        raise
+    rollout = Rollout(task, model, box, limits=limits, version=policy_version)
     return await rollout.run()
 
 
@@ -147,7 +152,8 @@ async def rollout_group(
         try:
             boxes = list(await fork(snapshot, n))
         except BaseException:
-            await remove_snapshot(snapshot)
+            with anyio.CancelScope(shield=True):
+                await remove_snapshot(snapshot)
             raise
     setup_s = time.monotonic() - t0
     out: list[Trajectory | None] = [None] * n
@@ -169,7 +175,8 @@ async def rollout_group(
             if box is not None:
                 await box.close()  # idempotent: episodes close their own
         if snapshot is not None:
-            await remove_snapshot(snapshot)  # only once no fork uses it
+            with anyio.CancelScope(shield=True):  # even when the group is cancelled
+                await remove_snapshot(snapshot)  # only once no fork uses it
     group = [t for t in out if t is not None]
     for t in group:
         t.group_id = group_id

@@ -161,6 +161,16 @@ async def test_a_broken_verifier_is_an_error_and_final_states_can_be_regraded(
     assert len((job / "results.jsonl").read_text().splitlines()) == 2
     assert load_task(broken).id == "dee"
 
+    # a kept state that is gone spoils only its own result, and is never pulled
+    gone = results[("dee", 0)].final_snapshot
+    assert gone is not None
+    engine.api.remove_image(gone, force=True)
+    await regrade(job)
+    results = load_results(job)
+    assert results[("dee", 0)].outcome == "verifier_error"
+    assert "is gone" in str(results[("dee", 0)].error)
+    assert results[("eve", 0)].outcome == "graded"
+
 
 def test_sigkill_mid_run_then_resume_gives_every_episode_exactly_once(tmp_path: Path) -> None:
     tasks = [make_task(tmp_path / "tasks", n) for n in ("fay", "gus", "hal")]

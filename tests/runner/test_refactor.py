@@ -212,3 +212,14 @@ def test_a_patch_that_does_not_apply_is_reported(repos: Path) -> None:
     )
     reason = patch_applies(entry, commit, stale)
     assert reason is not None and "patch does not apply" in reason
+
+
+async def test_a_patch_bigger_than_command_output_is_kept_whole(
+    repos: Path, tmp_path: Path
+) -> None:
+    entries = [e for e in load_repo_list(repos) if e.name == "billing"]
+    big = "command:python3 -c \"open('data.txt','w').write('x' * 2_000_000)\""
+    (result,) = await run_refactor(entries, "Add the data file.", big, out=tmp_path / "j")
+    assert result.outcome == "changed-green", result.error
+    patch = (tmp_path / "j" / "patches" / "billing.patch").read_bytes()
+    assert len(patch) > 2_000_000 and b"elided" not in patch
