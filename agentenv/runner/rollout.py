@@ -219,7 +219,13 @@ async def stream(
         tg.start_soon(produce)
         async with receive:
             async for traj in receive:
-                yield traj
+                try:
+                    yield traj
+                except GeneratorExit:
+                    # the consumer stopped early (aclose): cancel the rest, remove their
+                    # sandboxes, and end quietly rather than as an exception group
+                    tg.cancel_scope.cancel()
+                    break
 
 
 class SuspendedRollout(BaseModel):

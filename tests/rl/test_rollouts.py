@@ -234,3 +234,23 @@ async def test_rollout_from_a_warm_pool(tmp_path: Path) -> None:
             for _ in range(3)
         ]
     assert [t.reward for t in trajs] == [1.0, 1.0, 1.0]
+
+
+async def test_stopping_a_stream_early_removes_what_was_running(tmp_path: Path) -> None:
+    import contextlib
+
+    from agentenv.sandbox.labels import RUN, run_id
+
+    engine = connect()
+
+    def ours() -> int:
+        return len(engine.api.containers(all=True, filters={"label": f"{RUN}={run_id()}"}))
+
+    before = ours()
+    tasks = [make_task(tmp_path, f"s{i}") for i in range(3)]
+    policy = lambda t: policies.oracle("echo ok > answer.txt")  # noqa: E731
+    async with contextlib.aclosing(stream(tasks, policy, n=2, concurrency=2)) as trajs:
+        async for traj in trajs:
+            assert traj.reward == 1.0
+            break
+    assert ours() == before
