@@ -8,6 +8,7 @@ using the mirror from this machine's own apt configuration.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -62,6 +63,8 @@ async def resolve_image(engine: Engine, image: str, dockerfile: Path | None = No
         # built from a Dockerfile whose folder changed since: the image is stale
         log.info("image.stale", image=image, dockerfile=str(dockerfile))
         await build_from_dockerfile(engine, image, dockerfile)
+        with contextlib.suppress(docker.errors.APIError):  # still in use: leave it be
+            await engine.run(engine.api.remove_image, found["Id"])
         return image
     except docker.errors.ImageNotFound:
         tried.append("not present locally")

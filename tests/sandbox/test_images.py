@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import docker.errors
 import pytest
 
 from agentenv.sandbox import DockerSandbox, ImageUnavailable, SandboxError, SandboxSpec, get_engine
@@ -87,9 +88,12 @@ async def test_an_image_built_from_a_changed_dockerfile_folder_is_rebuilt(tmp_pa
     try:
         async with await DockerSandbox.create(spec) as box:
             assert (await box.exec("cat /data.txt")).stdout == "one\n"
+        first = (await engine.run(engine.api.inspect_image, "agentenv-test/context:1"))["Id"]
         (tmp_path / "data.txt").write_text("two\n")
         async with await DockerSandbox.create(spec) as box:
             assert (await box.exec("cat /data.txt")).stdout == "two\n"
+        with pytest.raises(docker.errors.ImageNotFound):  # the stale one is not left dangling
+            await engine.run(engine.api.inspect_image, first)
     finally:
         await engine.run(engine.api.remove_image, "agentenv-test/context:1", force=True)
 
