@@ -8,6 +8,7 @@ tool that raises, a command that times out) becomes a :class:`ToolResult` with
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from collections.abc import Awaitable, Callable
@@ -131,8 +132,10 @@ TOOLS: dict[
 }
 
 
+@functools.cache
 def tool_schemas(names: tuple[str, ...] = tuple(TOOLS)) -> list[dict[str, Any]]:
-    """The ``tools`` field of a chat request, from the argument models."""
+    """The ``tools`` field of a chat request, from the argument models. Built once per set of
+    names (it costs ~2 ms, and the loop asks every turn); treat the result as read-only."""
     schemas = []
     for name in names:
         model, _ = TOOLS[name]
