@@ -65,7 +65,21 @@ class Turn(BaseModel):
 ToolResultCallback = Callable[[ToolResult], Awaitable[None] | None]
 
 
-class Trajectory(BaseModel):
+class Spend(BaseModel):
+    """Tokens and dollars an episode used; every result that reports spend carries these."""
+
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+
+    @classmethod
+    def of(cls, source: Spend) -> dict[str, int | float]:
+        """The spend fields of ``source`` (a trajectory, say), to copy onto a result."""
+        return {name: getattr(source, name) for name in Spend.model_fields}
+
+
+class Trajectory(Spend):
     """An episode as RL code and reports consume it; round-trips through JSON.
 
     ``messages`` are exactly as sent; each turn keeps its completion (usage, cost, retries,
@@ -77,11 +91,7 @@ class Trajectory(BaseModel):
     messages: list[dict[str, Any]]
     turns: list[Turn] = []
     stop_reason: StopReason | None = None
-    prompt_tokens: int = 0
-    cached_tokens: int = 0
-    completion_tokens: int = 0
     reasoning_tokens: int = 0
-    cost_usd: float = 0.0
     retries: int = 0
     wall_s: float = 0.0
     paused_s: float = 0.0

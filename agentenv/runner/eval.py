@@ -19,7 +19,7 @@ import docker.errors
 import structlog
 from pydantic import BaseModel
 
-from agentenv.agent.loop import Trajectory
+from agentenv.agent.loop import Spend, Trajectory
 from agentenv.runner.episode import run_task, verify_snapshot
 from agentenv.runner.outcomes import POLICY, Outcome, classify
 from agentenv.runner.policy import Policies
@@ -81,10 +81,7 @@ def _result_from(
         error=error,
         attempts=attempts,
         turns=len(traj.turns),
-        prompt_tokens=traj.prompt_tokens,
-        cached_tokens=traj.cached_tokens,
-        completion_tokens=traj.completion_tokens,
-        cost_usd=traj.cost_usd,
+        **Spend.of(traj),
         wall_s=traj.wall_s,
         trajectory=f"trajectories/{task.id}/{sample}.json",
         final_snapshot=kept.tag if kept else None,

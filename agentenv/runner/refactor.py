@@ -21,9 +21,9 @@ from typing import Literal
 
 import anyio
 import structlog
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
-from agentenv.agent.loop import Limits, run_episode
+from agentenv.agent.loop import Limits, Spend, run_episode
 from agentenv.runner.journal import (
     JobSettings,
     append_line,
@@ -73,7 +73,7 @@ class TestRun(BaseModel):
         return self.exit_code == 0
 
 
-class RepoResult(BaseModel):
+class RepoResult(Spend):
     """What happened to one repo."""
 
     repo: str
@@ -81,7 +81,7 @@ class RepoResult(BaseModel):
     outcome: RepoOutcome
     branch: str | None = None
     commit: str | None = None
-    notes: list[str] = []
+    notes: list[str] = Field(default_factory=list)
     test_command: str | None = None
     before: TestRun | None = None
     after: TestRun | None = None
@@ -92,10 +92,6 @@ class RepoResult(BaseModel):
     error: str | None = None
     stop_reason: str | None = None
     turns: int = 0
-    prompt_tokens: int = 0
-    cached_tokens: int = 0
-    completion_tokens: int = 0
-    cost_usd: float = 0.0
     wall_s: float = 0.0
     applied: str | None = None  # the branch made by --apply
 
@@ -226,8 +222,8 @@ async def _fill(
         policies.for_task(task), box, instruction, task_id=entry.name, limits=limits
     )
     result.stop_reason, result.turns = traj.stop_reason, len(traj.turns)
-    result.prompt_tokens, result.cached_tokens = traj.prompt_tokens, traj.cached_tokens
-    result.completion_tokens, result.cost_usd = traj.completion_tokens, traj.cost_usd
+    for name, value in Spend.of(traj).items():
+        setattr(result, name, value)
     write_atomic(out / "trajectories" / f"{entry.name}.json", traj.model_dump_json().encode())
     # flags the agent may have set to hide changes from git are cleared first; the diff goes
     # to a file (a command's output is capped, a patch must not be)

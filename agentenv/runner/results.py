@@ -6,8 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import ClassVar
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
+from agentenv.agent.loop import Spend
 from agentenv.runner.journal import (
     ConfigMismatch,
     JobSettings,
@@ -23,7 +24,7 @@ from agentenv.verify import Score
 RESULTS = "results.jsonl"
 
 
-class EpisodeResult(BaseModel):
+class EpisodeResult(Spend):
     """One finished episode (graded, or an error after its retries)."""
 
     task_id: str
@@ -35,10 +36,6 @@ class EpisodeResult(BaseModel):
     error: str | None = None
     attempts: int = 1
     turns: int = 0
-    prompt_tokens: int = 0
-    cached_tokens: int = 0
-    completion_tokens: int = 0
-    cost_usd: float = 0.0
     wall_s: float = 0.0
     trajectory: str | None = None  # relative to the job folder
     final_snapshot: str | None = None  # image kept with --keep-final, for regrading
