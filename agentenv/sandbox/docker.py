@@ -21,6 +21,7 @@ from typing import Any, Literal
 
 import anyio
 import docker.errors
+import docker.types
 import structlog
 
 from agentenv.sandbox import cgroup, docker_exec
@@ -195,10 +196,10 @@ class DockerSandbox:
 
     # -- commands --------------------------------------------------------------------------
 
-    def _check_usable(self) -> None:
+    def _check_usable(self, *, paused_ok: bool = False) -> None:
         if self._closed:
             raise SandboxClosed(f"sandbox {self.id[:12]} is closed")
-        if self._paused:
+        if self._paused and not paused_ok:
             raise SandboxPaused(f"sandbox {self.id[:12]} is paused; call resume() first")
 
     async def exec(
@@ -211,10 +212,12 @@ class DockerSandbox:
         stdin: bytes | None = None,
         max_output: int = DEFAULT_MAX_OUTPUT,
         on_output: OutputCallback | None = None,
+        user: str | None = None,
     ) -> ExecResult:
         """Run ``cmd`` (shell string, or argv list). A timeout kills the command's whole
         process tree and sets ``timed_out``; output past ``max_output`` per stream is elided
-        in the middle and sets ``truncated``."""
+        in the middle and sets ``truncated``. ``user`` (``uid[:gid]``) runs it as another
+        user: the executor drops to it, which needs CAP_SETUID and CAP_SETGID."""
         self._check_usable()
         if isinstance(cmd, list) and (not cmd or not all(isinstance(a, str) for a in cmd)):
             raise TypeError(f"cmd must be a string or a non-empty list of strings, got {cmd!r}")
@@ -228,7 +231,7 @@ class DockerSandbox:
                     self._engine,
                     self.id,
                     cmd,
-                    user=self.spec.user,
+                    user=user or self.spec.user,
                     workdir=self.spec.workdir,
                     timeout=timeout,
                     cwd=cwd,
@@ -248,6 +251,7 @@ class DockerSandbox:
             "cwd": cwd,
             "env": env or {},
             "max_output": max_output,
+            "user": user,
         }
         header["shell" if isinstance(cmd, str) else "argv"] = cmd
         guard = timeout + _EXEC_GRACE_S if timeout is not None else None
@@ -366,15 +370,28 @@ class DockerSandbox:
         _raise_file_error(made, dest, {})
         # Built and sent in a worker thread: a big folder would stall the event loop.
         try:
+            owner = _numeric_owner(self.spec.user)
             await self._engine.run(
-                lambda: self._engine.api.put_archive(self.id, dest, _tar_of(src))
+                lambda: self._engine.api.put_archive(self.id, dest, _tar_of(src, owner))
             )
         except docker.errors.APIError as e:
             raise await self._unavailable(e) from e
 
-    async def download(self, path: str) -> bytes:
-        """A tar archive of ``path`` (a file or a folder, under its own name)."""
+    async def upload_tar(self, data: bytes, dest: str) -> None:
+        """Extract the tar archive ``data`` into the existing folder ``dest``; the engine
+        keeps every entry inside the sandbox's filesystem."""
         self._check_usable()
+        try:
+            await self._engine.run(self._engine.api.put_archive, self.id, dest, data)
+        except docker.errors.NotFound as e:
+            raise FileNotFoundError(2, "no such folder in the sandbox", dest) from e
+        except docker.errors.APIError as e:
+            raise await self._unavailable(e) from e
+
+    async def download(self, path: str) -> bytes:
+        """A tar archive of ``path`` (a file or a folder, under its own name). Works on a
+        paused sandbox too: nothing in it can change the files while they are read."""
+        self._check_usable(paused_ok=True)
 
         def fetch() -> bytes:
             chunks, _ = self._engine.api.get_archive(self.id, path)
@@ -480,7 +497,34 @@ def _sandbox_labels(spec: SandboxSpec) -> dict[str, str]:
 
 async def _create_container(engine: Engine, spec: SandboxSpec, image: str) -> str:
     api = engine.api
+    mounts: list[docker.types.Mount] = []
+    tmpfs: dict[str, str] = {}
+    if spec.read_only:
+        # The only writable places, both bounded: the workdir, a tmpfs-backed volume that
+        # the engine fills from the image's workdir and that `docker cp` (upload, download)
+        # reaches, and /tmp. Counted against the memory limit, as tmpfs is.
+        owner = _tmpfs_owner(spec.user)
+        mounts.append(
+            docker.types.Mount(
+                target=spec.workdir,
+                source=None,
+                type="volume",
+                labels=labels_for("volume", spec.ttl_s, spec.labels),
+                driver_config=docker.types.DriverConfig(
+                    "local",
+                    {"type": "tmpfs", "device": "tmpfs", "o": f"size={spec.disk},mode=0755{owner}"},
+                ),
+            )
+        )
+        tmpfs["/tmp"] = f"rw,exec,nosuid,nodev,size={spec.tmp_size},mode=1777"
     host_config = api.create_host_config(
+        read_only=spec.read_only,
+        mounts=mounts or None,
+        tmpfs=tmpfs or None,
+        # a sandbox printing to PID 1's stdout must not fill the host's disk
+        log_config=docker.types.LogConfig(
+            type="json-file", config={"max-size": "1m", "max-file": "1"}
+        ),
         network_mode=spec.network,
         cap_drop=["ALL"],
         cap_add=list(spec.cap_add) or None,
@@ -510,21 +554,38 @@ async def _create_container(engine: Engine, spec: SandboxSpec, image: str) -> st
     return str(created["Id"])
 
 
-def _as_root(info: tarfile.TarInfo) -> tarfile.TarInfo:
-    # the host user's uid means nothing in the sandbox (and makes git refuse the repo)
-    info.uid = info.gid = 0
-    info.uname = info.gname = "root"
-    return info
+def _tmpfs_owner(user: str | None) -> str:
+    """Mount options making a numeric ``uid[:gid]`` own the workdir volume's root."""
+    if not user:
+        return ""
+    uid, _, gid = user.partition(":")
+    if not uid.isdigit() or (gid and not gid.isdigit()):
+        return ""  # a name: the engine resolves it, we cannot; the owner is fixed on upload
+    return f",uid={uid},gid={gid or uid}"
 
 
-def _tar_of(src: Path) -> bytes:
+def _numeric_owner(user: str | None) -> tuple[int, int]:
+    """The uid and gid uploaded files get: the sandbox's user when numeric, else root (the
+    host user's uid means nothing in the sandbox, and makes git refuse the repo)."""
+    uid, _, gid = (user or "0").partition(":")
+    if not uid.isdigit() or (gid and not gid.isdigit()):
+        return 0, 0
+    return int(uid), int(gid or uid)
+
+
+def _tar_of(src: Path, owner: tuple[int, int] = (0, 0)) -> bytes:
+    def own(info: tarfile.TarInfo) -> tarfile.TarInfo:
+        info.uid, info.gid = owner
+        info.uname = info.gname = ""
+        return info
+
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
         if src.is_dir():
             for child in sorted(src.iterdir()):
-                tar.add(child, arcname=child.name, filter=_as_root)
+                tar.add(child, arcname=child.name, filter=own)
         else:
-            tar.add(src, arcname=src.name, filter=_as_root)
+            tar.add(src, arcname=src.name, filter=own)
     return buf.getvalue()
 
 

@@ -231,6 +231,20 @@ def _feed(pipe, data):
             pass
 
 
+def _become(uid, gid):
+    """A preexec function dropping the child to ``uid:gid`` with no supplementary groups
+    (the executor needs CAP_SETUID/CAP_SETGID to switch; with them it keeps none after)."""
+
+    def drop():
+        if os.getuid() == uid and os.getgid() == gid:
+            return
+        os.setgroups([])
+        os.setgid(gid)
+        os.setuid(uid)
+
+    return drop
+
+
 def do_exec(req, stdin_data, inp):
     started = time.monotonic()
     limit = req.get("max_output")
@@ -246,6 +260,13 @@ def do_exec(req, stdin_data, inp):
         err.add(("agentenv: working directory %r does not exist\n" % cwd).encode())
         return _result(1, out, err, started)
     ooms = _oom_kills()
+    preexec = None
+    if req.get("user"):
+        uid, _, gid = str(req["user"]).partition(":")
+        if not uid.isdigit() or (gid and not gid.isdigit()):
+            err.add(("agentenv: user must be numeric uid[:gid], got %r\n" % req["user"]).encode())
+            return _result(126, out, err, started)
+        preexec = _become(int(uid), int(gid or uid))
     try:
         proc = subprocess.Popen(
             argv,
@@ -255,8 +276,10 @@ def do_exec(req, stdin_data, inp):
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,  # the command's group is ours to kill on timeout
+            preexec_fn=preexec,
         )
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, subprocess.SubprocessError) as e:
+        # SubprocessError: the switch to another user failed (no CAP_SETUID here)
         code = 127 if isinstance(e, FileNotFoundError) else 126
         reason = getattr(e, "strerror", None) or e
         err.add(("agentenv: cannot run %r: %s\n" % (argv[0], reason)).encode())

@@ -76,9 +76,13 @@ class Sandbox(Protocol):
         stdin: bytes | None = None,
         max_output: int = DEFAULT_MAX_OUTPUT,
         on_output: OutputCallback | None = None,
+        user: str | None = None,
     ) -> ExecResult:
         """Run ``cmd`` (a shell string, or an argv list) and return what it did. A timeout
-        kills the command's whole process tree inside the sandbox."""
+        kills the command's whole process tree inside the sandbox. ``user`` (numeric
+        ``uid[:gid]``) runs it as another user, which needs a sandbox allowed to switch
+        (CAP_SETUID/CAP_SETGID); raises :class:`SandboxClosed`, :class:`SandboxPaused`,
+        :class:`SandboxUnavailable` (the container died), :class:`SandboxError`."""
         ...
 
     async def read_file(self, path: str) -> bytes:
@@ -94,7 +98,11 @@ class Sandbox(Protocol):
         ...
 
     async def download(self, path: str) -> bytes:
-        """A tar archive of ``path`` (a file or a folder)."""
+        """A tar archive of ``path`` (a file or a folder); works while paused."""
+        ...
+
+    async def upload_tar(self, data: bytes, dest: str) -> None:
+        """Extract the tar archive ``data`` into the folder ``dest`` (which must exist)."""
         ...
 
     async def pause(self) -> None:

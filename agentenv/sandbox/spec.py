@@ -94,6 +94,16 @@ class SandboxSpec(BaseModel):
     env: dict[str, str] = Field(default_factory=dict)
     workdir: str = Field("/workspace", description="absolute; commands start here")
     user: str | None = Field(None, description="user[:group] to run as; image default if unset")
+    read_only: bool = Field(
+        False,
+        description="read-only root filesystem; the workdir is then a fresh volume of at most "
+        "`disk` bytes (filled from the image's workdir) and /tmp a tmpfs: the only writable "
+        "places, both bounded. Snapshots of such a sandbox keep neither (use the workdir's tar)",
+    )
+    disk: int = Field(
+        2 << 30, description="bytes the workdir volume may hold when read_only (accepts '2g')"
+    )
+    tmp_size: int = Field(512 << 20, description="bytes /tmp may hold when read_only")
     cap_add: tuple[str, ...] = Field((), description="capabilities added back, e.g. 'CHOWN'")
     labels: dict[str, str] = Field(default_factory=dict)
     ttl_s: float = Field(24 * 3600, gt=0, description="after this, `agentenv gc` may remove it")
@@ -113,6 +123,18 @@ class SandboxSpec(BaseModel):
         if size < 6 << 20:
             raise ValueError("memory must be at least 6m (Docker's minimum)")
         return size
+
+    @field_validator("disk", "tmp_size", mode="before")
+    @classmethod
+    def _disk(cls, value: int | str) -> int:
+        return parse_size(value)
+
+    @field_validator("user")
+    @classmethod
+    def _user(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(r"[A-Za-z0-9_.-]+(:[A-Za-z0-9_.-]+)?", value):
+            raise ValueError(f"user must be 'name', 'uid' or 'uid:gid', got {value!r}")
+        return value
 
     @field_validator("workdir")
     @classmethod

@@ -1,0 +1,91 @@
+"""The agent's sandbox as tasks get it by default: an unprivileged user on a read-only root
+filesystem whose only writable places (the workdir and /tmp) are bounded; and the checker
+sandbox's ability to run a command as that user."""
+
+from __future__ import annotations
+
+import io
+import tarfile
+from collections.abc import AsyncIterator
+
+import pytest
+
+from agentenv.sandbox import DockerSandbox, SandboxSpec, get_engine
+
+pytestmark = pytest.mark.anyio
+
+AGENT = "1000:1000"
+
+
+@pytest.fixture(scope="module")
+async def box() -> AsyncIterator[DockerSandbox]:
+    spec = SandboxSpec(user=AGENT, read_only=True, disk="64m", tmp_size="32m")
+    async with await DockerSandbox.create(spec) as sandbox:
+        yield sandbox
+
+
+async def test_runs_as_the_agent_without_privileges(box: DockerSandbox) -> None:
+    ids = (await box.exec("id -u; id -g; id -G")).stdout.split()
+    assert ids == ["1000", "1000", "1000"]
+    status = (await box.exec("grep -E '^(CapEff|NoNewPrivs)' /proc/self/status")).stdout
+    assert "0000000000000000" in status and "NoNewPrivs:\t1" in status
+
+
+async def test_root_filesystem_is_read_only(box: DockerSandbox) -> None:
+    for path in ("/usr/bin/python3", "/etc/ld.so.preload", "/usr/local/bin/pytest", "/var/tmp/x"):
+        r = await box.exec(f"echo x > {path}")
+        assert r.exit_code != 0, path
+        assert "Read-only file system" in r.stderr or "Permission denied" in r.stderr
+    # not even the files the image left world-writable
+    assert (await box.exec("find / -xdev -writable -type f 2>/dev/null | head -3")).stdout == ""
+
+
+async def test_workdir_and_tmp_are_writable_and_bounded(box: DockerSandbox) -> None:
+    assert (await box.exec("echo hi > /workspace/a && echo hi > /tmp/a")).ok
+    full = await box.exec("head -c 100M /dev/zero > /workspace/big", timeout=60)
+    assert full.exit_code != 0 and "No space left" in full.stderr
+    assert (await box.exec("head -c 100M /dev/zero > /tmp/big", timeout=60)).exit_code != 0
+    await box.exec("rm -f /workspace/big /tmp/big")
+
+
+async def test_container_log_is_capped(box: DockerSandbox) -> None:
+    engine = await get_engine()
+    info = await engine.run(engine.api.inspect_container, box.id)
+    log = info["HostConfig"]["LogConfig"]
+    assert log["Type"] == "json-file" and log["Config"]["max-size"] == "1m"
+
+
+async def test_upload_tar_and_download_reach_the_workdir_volume(box: DockerSandbox) -> None:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        data = b"print('hi')\n"
+        info = tarfile.TarInfo("pkg/mod.py")
+        info.size, info.uid, info.gid = len(data), 1000, 1000
+        tar.addfile(info, io.BytesIO(data))
+    await box.upload_tar(buf.getvalue(), "/workspace")
+    assert (await box.exec("python3 pkg/mod.py && echo more >> pkg/mod.py")).stdout == "hi\n"
+    await box.pause()
+    try:
+        archive = await box.download("/workspace/pkg")  # readable while frozen
+    finally:
+        await box.resume()
+    names = tarfile.open(fileobj=io.BytesIO(archive)).getnames()
+    assert "pkg/mod.py" in names
+
+
+async def test_switching_user_needs_the_capabilities() -> None:
+    # the agent's own sandbox cannot become anyone else
+    spec = SandboxSpec(user=AGENT, read_only=True)
+    async with await DockerSandbox.create(spec) as agent:
+        r = await agent.exec("id -u", user="0:0")
+        assert r.exit_code != 0
+    # a checker sandbox (root that may drop) runs one command as the agent
+    spec = SandboxSpec(user="0:0", cap_add=("SETUID", "SETGID"))
+    async with await DockerSandbox.create(spec) as checker:
+        r = await checker.exec("id -u; id -G; grep CapEff /proc/self/status", user=AGENT)
+        lines = r.stdout.split("\n")
+        assert lines[0] == "1000" and lines[1] == "1000"
+        assert lines[2].split()[1] == "0000000000000000"
+        assert (await checker.exec("id -u")).stdout.strip() == "0"
+        bad = await checker.exec("true", user="agent")
+        assert bad.exit_code == 126 and "numeric" in bad.stderr
