@@ -16,12 +16,13 @@ from __future__ import annotations
 import hashlib
 import tomllib
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from agentenv.agent.loop import Limits
 from agentenv.sandbox.images import BASE_IMAGE
-from agentenv.verify import Check
+from agentenv.verify import AGENT_USER, Check
 
 
 class TaskError(ValueError):
@@ -42,7 +43,12 @@ class Task(BaseModel):
     limits: Limits = Limits()
     setup: str | None = None  # a command run once before the agent (forked groups share it)
     verifier: Check | None = None
-    verify_in_fresh_container: bool = False  # from the final snapshot: nothing left running
+    user: str = Field(AGENT_USER, pattern=r"^(root|\d+(:\d+)?)$")  # uid:gid, or "root"
+    read_only: bool = True  # the agent's root filesystem; only the workdir and /tmp are writable
+    disk: int | str = "2g"  # what the workdir may hold
+    # "prepared": verify in a new sandbox from the prepared state plus the agent's workdir;
+    # "final": from an image of the agent's whole final filesystem (trusts what it touched)
+    verify_in: Literal["prepared", "final"] = "prepared"
     instruction: str = ""
     folder: Path | None = None
 

@@ -15,8 +15,8 @@ Measures, in one run, two figures of the RL API (``agentenv/runner/rollout.py``)
    time of each group, and the phases its ``timings`` report. ``GroupTimings`` only splits
    a group into the part before the episodes (for a shared group: prepare, setup, snapshot
    and fork) and the episodes, so the shared group's first part is split further by
-   running the same steps again by hand (``prepare_sandbox``, the setup, ``snapshot``,
-   ``fork``). Every reward must be 1.0.
+   running the same steps again by hand (``prepare``: a sandbox, the setup and a snapshot;
+   then ``start_sandbox`` n times). Every reward must be 1.0.
 2. The fraction of time paused with many concurrent rollouts. N concurrent ``rollout()``
    calls (each creating its own sandbox) against the local K3-compatible server with a
    time to first token of 1 s, through one shared ``OpenAIChatModel`` whose
@@ -76,11 +76,10 @@ from agentenv.model.client import OpenAIChatModel
 from agentenv.model.limit import AdaptiveLimit
 from agentenv.model.server import K3Server, ScriptedToolCall, ScriptedTurn
 from agentenv.model.types import ChatModel
-from agentenv.runner.episode import prepare_sandbox
+from agentenv.runner.episode import prepare, release, start_sandbox
 from agentenv.runner.rollout import GroupTimings, rollout, rollout_group
-from agentenv.sandbox import DockerSandbox, fork, get_engine, remove_snapshot
+from agentenv.sandbox import DockerSandbox, get_engine
 from agentenv.sandbox import labels as agentenv_labels
-from agentenv.sandbox.protocol import Snapshot
 from agentenv.tasks import Task, load_task
 
 TTFT_S = 1.0
@@ -209,37 +208,26 @@ async def timed_group(
 
 async def phases_by_hand(task: Task, n: int) -> dict[str, float]:
     """What ``rollout_group(share_setup=True)`` does before its episodes, step by step:
-    prepare one sandbox, run the setup, snapshot it, fork ``n``. Seconds per phase."""
-    snapshot: Snapshot | None = None
-    forks: list[DockerSandbox] = []
+    prepare the task's state (a root sandbox, its setup, a snapshot), then start ``n``
+    agent sandboxes from it. Seconds per phase."""
+    boxes: list[DockerSandbox] = []
+    t0 = time.perf_counter()
+    prepared = await prepare(task, share=True)
     try:
-        t0 = time.perf_counter()
-        base = await prepare_sandbox(task)
-        async with base:
-            t1 = time.perf_counter()
-            if task.setup is None:
-                raise RuntimeError(f"task {task.id} has no setup")
-            done = await base.exec(task.setup, timeout=600, cwd=task.workdir)
-            if not done.ok:
-                raise RuntimeError(f"setup failed ({done.exit_code}): {done.stderr[-2000:]}")
-            t2 = time.perf_counter()
-            snapshot = await base.snapshot()
-            t3 = time.perf_counter()
-        forks = list(await fork(snapshot, n))
-        t4 = time.perf_counter()
+        t1 = time.perf_counter()
+
+        async def one() -> None:
+            boxes.append(await start_sandbox(prepared))
+
+        async with anyio.create_task_group() as tg:
+            for _ in range(n):
+                tg.start_soon(one)
+        t2 = time.perf_counter()
     finally:
-        for box in forks:
+        for box in boxes:
             await box.close()
-        if snapshot is not None:
-            with anyio.CancelScope(shield=True):
-                await remove_snapshot(snapshot)
-    return {
-        "prepare_s": t1 - t0,
-        "setup_s": t2 - t1,
-        "snapshot_s": t3 - t2,
-        "fork_s": t4 - t3,
-        "total_s": t4 - t0,
-    }
+        await release(prepared)
+    return {"prepare_s": t1 - t0, "fork_s": t2 - t1, "total_s": t2 - t0}
 
 
 async def bench_group(cfg: Config, report: Report) -> None:
@@ -288,10 +276,8 @@ async def bench_group(cfg: Config, report: Report) -> None:
             label,
         ),
         relative_row(f"  episodes ({n} concurrent)", "s", fork_t.episodes_s, base_wall, label),
-        plain_row("  by hand: prepare 1 sandbox", "s", phases["prepare_s"]),
-        plain_row("  by hand: setup (make), 1 sandbox", "s", phases["setup_s"]),
-        plain_row("  by hand: snapshot (commit)", "s", phases["snapshot_s"]),
-        plain_row(f"  by hand: fork {n}", "s", phases["fork_s"]),
+        plain_row("  by hand: prepare (sandbox, setup, snapshot)", "s", phases["prepare_s"]),
+        plain_row(f"  by hand: start {n} sandboxes from it", "s", phases["fork_s"]),
         plain_row("1 rollout with its setup, alone", "s", alone_s),
         plain_row(f"rewards of 1.0 (of {runs})", "", rewarded, f"= {runs}", rewarded == runs),
     ]

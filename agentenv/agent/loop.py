@@ -97,6 +97,7 @@ class Trajectory(Spend):
     paused_s: float = 0.0
     queued_s: float = 0.0
     score: Score | None = None  # set by the verifier after the episode
+    error: str | None = None  # the infrastructure failed under the episode (RL: no reward)
     group_id: str | None = None  # rollouts of one group (forked from one prepared sandbox)
     advantage: float | None = None  # (r - mean) / (std + eps) within the group
     advantage_centered: float | None = None  # r - mean within the group
@@ -113,7 +114,7 @@ class Trajectory(Spend):
     @property
     def reward(self) -> float | None:
         """The verifier's reward, if the episode was verified and the verifier worked."""
-        if self.score is None or self.score.error is not None:
+        if self.error is not None or self.score is None or self.score.error is not None:
             return None
         return self.score.reward
 

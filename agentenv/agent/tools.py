@@ -17,7 +17,12 @@ from typing import Any
 from pydantic import BaseModel, Field, ValidationError
 
 from agentenv.model.types import ToolCall
-from agentenv.sandbox.errors import SandboxUnavailable
+from agentenv.sandbox.errors import (
+    SandboxClosed,
+    SandboxError,
+    SandboxPaused,
+    SandboxUnavailable,
+)
 from agentenv.sandbox.executor_server import HeadTail
 from agentenv.sandbox.protocol import Sandbox
 
@@ -168,7 +173,7 @@ async def _run_tool(box: Sandbox, call: ToolCall) -> ToolResult:
     model, fn = TOOLS[call.name]
     try:
         raw = json.loads(call.arguments or "{}")
-    except json.JSONDecodeError as e:
+    except (ValueError, RecursionError) as e:  # not JSON, or nested past the parser's depth
         return _result(
             call,
             f"arguments of {call.name} are not valid JSON ({e}); send a JSON object",
@@ -183,8 +188,11 @@ async def _run_tool(box: Sandbox, call: ToolCall) -> ToolResult:
         return _result(call, f"invalid arguments for {call.name}: {problems}", error=True)
     try:
         output, fields = await fn(box, args)
-    except SandboxUnavailable:
+    except (SandboxUnavailable, SandboxClosed, SandboxPaused):
         raise
+    except SandboxError as e:
+        # e.g. the command killed its own executor: the sandbox lives, a new one starts
+        return _result(call, f"{call.name} failed: {e}", error=True)
     except (OSError, UnicodeDecodeError) as e:
         return _result(call, f"{call.name} failed: {e}", error=True)
     return _result(call, output, **fields)

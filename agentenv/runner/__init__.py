@@ -1,6 +1,25 @@
-"""Running tasks: one episode end to end, eval jobs, and the policies by name."""
+"""Running tasks: the episode lifecycle, eval jobs, and the policies by name."""
 
-from agentenv.runner.episode import prepare_sandbox, run_task, verify_task
+from agentenv.runner.episode import (
+    Final,
+    Prepared,
+    finish,
+    prepare,
+    release,
+    run_task,
+    start_sandbox,
+    verify_final,
+)
 from agentenv.runner.policy import Policies
 
-__all__ = ["Policies", "prepare_sandbox", "run_task", "verify_task"]
+__all__ = [
+    "Final",
+    "Policies",
+    "Prepared",
+    "finish",
+    "prepare",
+    "release",
+    "run_task",
+    "start_sandbox",
+    "verify_final",
+]

@@ -1,49 +1,305 @@
-"""One episode of one task, end to end: a sandbox from the task's image with its workspace
-copied in, the loop, the hidden verifier, and the sandbox removed whatever happens."""
+"""The one episode lifecycle: prepare → setup → steps → finish → verify.
+
+Every driver (eval, ``agentenv run``, refactor's tests, ``rollout``, ``rollout_group``,
+partial rollouts, the Ray executor) goes through these functions, so they set up and verify
+identically:
+
+- :func:`prepare` makes the task's *prepared state*: its image, plus (when the task has a
+  ``setup`` or a group shares one) a snapshot taken after the setup ran, as root, in a
+  container nothing of the agent's has touched; and the workdir's contents as a tar.
+- :func:`start_sandbox` makes the agent's sandbox from it: by default an unprivileged user
+  on a read-only root filesystem whose only writable places are the workdir and ``/tmp``,
+  both bounded.
+- :func:`finish` takes the agent's final workdir (the sandbox frozen while it is read) and
+  makes it safe to carry over: regular files, folders and symlinks that stay inside it.
+- :func:`verify_final` scores it in a *new* checker sandbox made from the prepared state:
+  nothing the agent's processes touched outside the workdir reaches the verdict. When a
+  check cannot run there, the same check runs on the untouched prepared state: if it runs
+  there, the failure was the agent's doing and is graded 0; only a check that also fails on
+  the clean state is a verifier error.
+"""
 
 from __future__ import annotations
 
+import io
+import posixpath
+import tarfile
+import time
+from pathlib import Path
+
 import anyio
+import structlog
+from pydantic import BaseModel, ConfigDict
 
 from agentenv.agent.loop import ToolResultCallback, Trajectory, run_episode
 from agentenv.model.client import EventCallback
 from agentenv.model.types import ChatModel
-from agentenv.sandbox import DockerSandbox, SandboxSpec, fork, remove_snapshot
-from agentenv.sandbox.protocol import Sandbox, Snapshot
+from agentenv.sandbox import DockerSandbox, SandboxError, SandboxSpec, remove_snapshot
+from agentenv.sandbox.errors import EngineUnavailable, SandboxUnavailable
+from agentenv.sandbox.protocol import Snapshot
 from agentenv.tasks import Task
-from agentenv.verify import Score, verify
+from agentenv.verify import CHECKER_CAPS, CheckResult, Score, Workspace, verify
+
+log = structlog.get_logger(__name__)
 
 KEEP_FINAL_S = 14 * 86400.0  # how long a kept final state survives `agentenv gc`
+SETUP_TIMEOUT_S = 3600.0
+_ROOT = "0:0"
 
 
-async def prepare_sandbox(task: Task) -> DockerSandbox:
-    """A new sandbox for ``task``: its image (built from its Dockerfile if absent), its
-    workdir, and its workspace copied in. The caller closes it."""
-    dockerfile = task.folder / task.dockerfile if task.folder and task.dockerfile else None
-    spec = SandboxSpec(image=task.image, dockerfile=dockerfile, workdir=task.workdir)
-    box = await DockerSandbox.create(spec)
+class Prepared(BaseModel):
+    """A task's prepared state: the image every sandbox of an episode starts from (the
+    task's, or a snapshot after its setup) and the workdir's contents. JSON-serialisable,
+    so a suspended rollout can carry it to another process."""
+
+    model_config = ConfigDict(ser_json_bytes="base64", val_json_bytes="base64")
+
+    task: Task
+    image: str
+    dockerfile: Path | None = None
+    workspace: bytes  # a tar, entries relative to the workdir, owned by the agent's user
+    snapshot: Snapshot | None = None  # ours to remove with :func:`release`
+
+    @property
+    def agent_user(self) -> str:
+        """``uid:gid`` of the agent (``0:0`` when the task asks for root)."""
+        return _ROOT if self.task.user == "root" else self.task.user
+
+
+class Final(BaseModel):
+    """What an episode leaves for the verifier: the agent's workdir, made safe, and (for a
+    task that verifies in its final state) the image committed from the agent's sandbox."""
+
+    model_config = ConfigDict(ser_json_bytes="base64", val_json_bytes="base64")
+
+    workspace: bytes
+    image: str | None = None
+
+
+# -- workspace archives ---------------------------------------------------------------------
+
+
+def _owner(user: str) -> tuple[int, int]:
+    uid, _, gid = user.partition(":")
+    return int(uid), int(gid or uid)
+
+
+def workspace_tar(folder: Path | None, user: str) -> bytes:
+    """A host folder as a workspace archive owned by ``user`` (empty without a folder)."""
+    uid, gid = _owner(user)
+
+    def own(info: tarfile.TarInfo) -> tarfile.TarInfo:
+        info.uid, info.gid, info.uname, info.gname = uid, gid, "", ""
+        return info
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        if folder is not None:
+            for child in sorted(folder.iterdir()):
+                tar.add(child, arcname=child.name, filter=own)
+    return buf.getvalue()
+
+
+def safe_workspace(archive: bytes, workdir: str, user: str) -> tuple[bytes, list[str]]:
+    """Re-root a sandbox's tar of ``workdir`` (entries under its base name) at the workdir
+    and keep only what may cross into a checker sandbox: folders, regular files, and
+    symlinks that resolve inside the workdir; every entry owned by ``user``, no set-id bits.
+    Returns the archive and what was dropped. The input is the agent's; this never raises
+    on it (an unreadable archive is an empty workspace)."""
+    uid, gid = _owner(user)
+    base = posixpath.basename(workdir.rstrip("/"))
+    dropped: list[str] = []
+    out = io.BytesIO()
     try:
-        if task.workspace is not None:
-            await box.upload(task.workspace, task.workdir)
+        src = tarfile.open(fileobj=io.BytesIO(archive), mode="r:")  # noqa: SIM115
+        members = src.getmembers()
+    except (tarfile.TarError, OSError, EOFError) as e:
+        return workspace_tar(None, user), [f"unreadable archive: {e}"]
+    with src, tarfile.open(fileobj=out, mode="w") as dst:
+        for m in members:
+            name = posixpath.normpath(m.name)
+            if name == base:
+                continue  # the workdir itself: made by the checker sandbox
+            if not name.startswith(base + "/"):
+                dropped.append(m.name)
+                continue
+            rel = name[len(base) + 1 :]
+            info = tarfile.TarInfo(rel)
+            info.uid, info.gid, info.mtime = uid, gid, m.mtime
+            info.mode = m.mode & 0o777  # no set-uid, set-gid or sticky bits
+            if m.isdir():
+                info.type = tarfile.DIRTYPE
+                dst.addfile(info)
+            elif m.isreg():
+                info.size = m.size
+                dst.addfile(info, src.extractfile(m))
+            elif m.issym() and _inside(rel, m.linkname, workdir):
+                info.type, info.linkname = tarfile.SYMTYPE, m.linkname
+                dst.addfile(info)
+            else:  # devices, FIFOs, hard links, symlinks leading out (into hidden tests)
+                dropped.append(rel)
+    return out.getvalue(), dropped
+
+
+def _inside(rel: str, target: str, workdir: str) -> bool:
+    if target.startswith("/"):
+        resolved = posixpath.normpath(target)
+        root = workdir.rstrip("/")
+        return resolved == root or resolved.startswith(root + "/")
+    resolved = posixpath.normpath(posixpath.join(posixpath.dirname(rel), target))
+    return resolved != ".." and not resolved.startswith("../")
+
+
+# -- the lifecycle --------------------------------------------------------------------------
+
+
+def agent_spec(prepared: Prepared, *, outlive_owner: bool = False) -> SandboxSpec:
+    """The agent's sandbox: unprivileged and read-only unless the task says otherwise."""
+    task = prepared.task
+    root = task.user == "root"
+    return SandboxSpec(
+        image=prepared.image,
+        dockerfile=prepared.dockerfile,
+        workdir=task.workdir,
+        user=None if root else task.user,
+        read_only=task.read_only and not root,
+        disk=task.disk,
+        env={} if root else {"HOME": "/tmp"},
+        outlive_owner=outlive_owner,
+    )
+
+
+def checker_spec(image: str, task: Task) -> SandboxSpec:
+    """A checker sandbox: root that can lay files out and drop to the agent's user."""
+    return SandboxSpec(image=image, workdir=task.workdir, user=_ROOT, cap_add=CHECKER_CAPS)
+
+
+async def prepare(
+    task: Task,
+    *,
+    share: bool = False,
+    keep_s: float | None = None,
+    workspace: Path | None = None,
+) -> Prepared:
+    """The task's prepared state. A task with a ``setup`` (or ``share=True``, for a group
+    forked from one prepared sandbox) runs it once, as root, in a container of its own,
+    and is snapshotted; with ``keep_s`` the snapshot outlives this process that long.
+    ``workspace`` replaces the task's ``workspace/`` folder (a repo's clone, say). Release
+    it with :func:`release`."""
+    dockerfile = task.folder / task.dockerfile if task.folder and task.dockerfile else None
+    user = _ROOT if task.user == "root" else task.user
+    folder = workspace if workspace is not None else task.workspace
+    if not task.setup and not share and dockerfile is None:
+        return Prepared(task=task, image=task.image, workspace=workspace_tar(folder, user))
+    spec = SandboxSpec(
+        image=task.image,
+        dockerfile=dockerfile,
+        workdir=task.workdir,
+        user=_ROOT,
+        cap_add=CHECKER_CAPS,
+    )
+    async with await DockerSandbox.create(spec) as box:
+        if folder is not None:
+            await box.upload(folder, task.workdir)
+        if task.setup:
+            done = await box.exec(task.setup, timeout=SETUP_TIMEOUT_S, cwd=task.workdir)
+            if not done.ok:
+                raise SandboxError(
+                    f"setup of task {task.id!r} failed (exit {done.exit_code}): "
+                    f"{(done.stdout + done.stderr).strip()[-1000:]}"
+                )
+        archive, _ = safe_workspace(await box.download(task.workdir), task.workdir, user)
+        snapshot = await box.snapshot(keep_s=keep_s) if task.setup or share else None
+    image = snapshot.image_id if snapshot else box.image
+    return Prepared(task=task, image=image, workspace=archive, snapshot=snapshot)
+
+
+async def release(prepared: Prepared) -> None:
+    """Remove the prepared state's snapshot, if it has one (once no sandbox uses it)."""
+    if prepared.snapshot is not None:
+        with anyio.CancelScope(shield=True):
+            await remove_snapshot(prepared.snapshot)
+
+
+async def start_sandbox(prepared: Prepared, *, outlive_owner: bool = False) -> DockerSandbox:
+    """A new agent sandbox at the prepared state; the caller closes it."""
+    box = await DockerSandbox.create(agent_spec(prepared, outlive_owner=outlive_owner))
+    try:
+        await box.upload_tar(prepared.workspace, prepared.task.workdir)
     except BaseException:
         await box.close()
         raise
     return box
 
 
-async def verify_task(sandbox: Sandbox, task: Task) -> Score | None:
-    """Score ``sandbox``'s state with the task's hidden verifier (``None`` without one)."""
+async def finish(box: DockerSandbox, prepared: Prepared) -> Final:
+    """The agent's final state, read with the sandbox frozen (a process the agent left
+    cannot change it meanwhile). The sandbox is left paused; the caller closes it."""
+    task = prepared.task
+    await box.pause()
+    archive, dropped = safe_workspace(
+        await box.download(task.workdir), task.workdir, prepared.agent_user
+    )
+    if dropped:
+        log.info("episode.dropped", task=task.id, entries=dropped[:20], n=len(dropped))
+    image = None
+    if task.verify_in == "final":
+        image = (await box.snapshot()).image_id
+    return Final(workspace=archive, image=image)
+
+
+async def verify_workspace(prepared: Prepared, workspace: bytes) -> Score:
+    """Score a workspace archive (see :func:`safe_workspace`) with the task's verifier in a
+    new checker sandbox at the prepared state: a repo's tests before and after a patch."""
+    return await _verify_in(prepared.image, prepared, workspace)
+
+
+async def _verify_in(image: str, prepared: Prepared, workspace: bytes) -> Score:
+    task = prepared.task
+    assert task.verifier is not None
+    ws = Workspace(archive=workspace, workdir=task.workdir, agent_user=prepared.agent_user)
+    async with await DockerSandbox.create(checker_spec(image, task)) as box:
+        return await verify(box, task.verifier, ws, tests=task.tests)
+
+
+async def verify_final(prepared: Prepared, final: Final) -> Score | None:
+    """Score the agent's final workspace in a new checker sandbox (``None`` without a
+    verifier). A check that cannot run on it but runs on the clean prepared state is the
+    agent's failure: reward 0, with the reason in the checks."""
+    task = prepared.task
     if task.verifier is None:
         return None
-    return await verify(sandbox, task.verifier, workdir=task.workdir, tests=task.tests)
+    started = time.monotonic()
+    image = final.image or prepared.image
+    try:
+        score = await _verify_in(image, prepared, final.workspace)
+        if score.error is None:
+            return score
+        why = score.error
+    except EngineUnavailable:
+        raise  # the host's trouble, not the agent's
+    except SandboxUnavailable as e:  # the checker sandbox died under the agent's code
+        why, score = str(e), None
+    try:
+        clean = await _verify_in(prepared.image, prepared, prepared.workspace)
+    except SandboxUnavailable:
+        clean = None
+    if clean is None or clean.error is not None:
+        if score is None:  # dies on the clean state too: infrastructure, retried
+            raise SandboxUnavailable(f"verification of {task.id!r} keeps failing: {why}")
+        return score  # the check is broken: a verifier error
+    return Score(
+        reward=0.0,
+        passed=False,
+        checks=[*(score.checks if score else []), *_blame(why)],
+        duration_s=time.monotonic() - started,
+    )
 
 
-async def verify_snapshot(snapshot: Snapshot, task: Task) -> Score | None:
-    """Score a saved final state in a fresh sandbox started from it: nothing the agent left
-    running exists there. Used by ``verify_in_fresh_container`` and by regrading."""
-    (box,) = await fork(snapshot, 1)
-    async with box:
-        return await verify_task(box, task)
+def _blame(why: str) -> list[CheckResult]:
+    detail = "the checks could not run on the agent's final state, though they run on the "
+    detail += f"prepared state: {why}"
+    return [CheckResult(name="agent's final state", score=0.0, passed=False, detail=detail[:2000])]
 
 
 async def run_task(
@@ -51,35 +307,46 @@ async def run_task(
     model: ChatModel,
     *,
     pause: bool = True,
-    keep_final: str | None = None,
     on_event: EventCallback | None = None,
     on_tool_result: ToolResultCallback | None = None,
-) -> tuple[Trajectory, Snapshot | None]:
-    """Run one episode of ``task`` with ``model`` in a fresh sandbox, verify it, remove the
-    sandbox. With ``keep_final`` (a tag) the agent's final state is kept as a snapshot
-    image (before the verifier touches it), returned for regrading."""
-    async with await prepare_sandbox(task) as box:
-        traj = await run_episode(
-            model,
-            box,
-            task.instruction,
-            task_id=task.id,
-            limits=task.limits,
-            pause=pause,
-            on_event=on_event,
-            on_tool_result=on_tool_result,
-        )
-        kept: Snapshot | None = None
-        if keep_final is not None:
-            kept = await box.snapshot(keep_final, keep_s=KEEP_FINAL_S)
-        if task.verify_in_fresh_container and task.verifier is not None:
-            final = kept or await box.snapshot()
-            try:
-                traj.score = await verify_snapshot(final, task)
-            finally:
-                if kept is None:
-                    with anyio.CancelScope(shield=True):
-                        await remove_snapshot(final)
-        else:
-            traj.score = await verify_task(box, task)
-        return traj, kept
+) -> tuple[Trajectory, Final]:
+    """Run one episode of ``task`` with ``model``: prepare, the loop in a new agent
+    sandbox, finish, verify in a new checker sandbox; every sandbox removed whatever
+    happens. Returns the trajectory (with its score) and the final state (for
+    ``--keep-final`` and regrading)."""
+    prepared = await prepare(task)
+    try:
+        async with await start_sandbox(prepared) as box:
+            traj = await run_episode(
+                model,
+                box,
+                task.instruction,
+                task_id=task.id,
+                limits=task.limits,
+                pause=pause,
+                on_event=on_event,
+                on_tool_result=on_tool_result,
+            )
+            final = await finish(box, prepared)
+        try:
+            traj.score = await verify_final(prepared, final)
+        finally:
+            if final.image is not None:
+                await _remove_image(final.image)
+        return traj, final
+    finally:
+        await release(prepared)
+
+
+async def _remove_image(image: str) -> None:
+    spec = SandboxSpec(image=image)
+    await remove_snapshot(Snapshot(image_id=image, tag=image, spec=spec, source_id=""))
+
+
+async def regrade_final(task: Task, final: Final) -> Score | None:
+    """Score a kept final workspace again, against the task as its folder is now."""
+    prepared = await prepare(task)
+    try:
+        return await verify_final(prepared, final)
+    finally:
+        await release(prepared)

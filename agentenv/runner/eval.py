@@ -9,18 +9,16 @@ folder again runs only the episodes without a result line.
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Literal
 
 import anyio
-import docker.errors
 import structlog
 from pydantic import BaseModel
 
 from agentenv.agent.loop import Spend, Trajectory
-from agentenv.runner.episode import run_task, verify_snapshot
+from agentenv.runner.episode import Final, regrade_final, run_task
 from agentenv.runner.outcomes import POLICY, Outcome, classify
 from agentenv.runner.policy import Policies
 from agentenv.runner.results import (
@@ -34,8 +32,7 @@ from agentenv.runner.results import (
     write_json,
 )
 from agentenv.runner.summary import Row, summarize
-from agentenv.sandbox import SandboxError, SandboxSpec, get_engine
-from agentenv.sandbox.protocol import Snapshot
+from agentenv.sandbox import SandboxError
 from agentenv.tasks import Task, load_tasks, task_digest
 from agentenv.verify import Score
 
@@ -60,7 +57,7 @@ class JobStopped(Exception):
 
 
 def _result_from(
-    task: Task, sample: int, traj: Trajectory, attempts: int, kept: Snapshot | None
+    task: Task, sample: int, traj: Trajectory, attempts: int, kept: str | None
 ) -> EpisodeResult:
     score = traj.score
     outcome: Outcome = "graded"
@@ -84,7 +81,7 @@ def _result_from(
         **Spend.of(traj),
         wall_s=traj.wall_s,
         trajectory=f"trajectories/{task.id}/{sample}.json",
-        final_snapshot=kept.tag if kept else None,
+        final_state=kept,
         score=score,
     )
 
@@ -96,14 +93,19 @@ async def run_episode_with_retries(
     *,
     attempts: int,
     keep_final: bool,
+    out: Path | None = None,
 ) -> tuple[EpisodeResult, Trajectory | None]:
     """One episode, retried on infrastructure failures per the outcome table: its result,
-    and its trajectory unless it ended in an error."""
+    and its trajectory unless it ended in an error. With ``keep_final`` the agent's final
+    workspace is written to ``out/finals/<task>/<sample>.tar`` for regrading."""
     started = time.monotonic()
     for attempt in range(1, attempts + 1):
-        tag = f"final-{task.id}-{sample}-{uuid.uuid4().hex[:8]}" if keep_final else None
         try:
-            traj, kept = await run_task(task, policies.for_task(task), keep_final=tag)
+            traj, final = await run_task(task, policies.for_task(task))
+            kept = None
+            if keep_final and out is not None:
+                kept = f"finals/{task.id}/{sample}.tar"
+                write_atomic(out / kept, final.workspace)
         except Exception as e:  # classified by the outcome table, not handled ad hoc
             outcome = classify(e)
             rule = POLICY[outcome]
@@ -185,12 +187,13 @@ async def run_eval(
             keep_final=keep_final,
             reasoning_effort=reasoning_effort,
             address=ray_address,
+            out=out,
         )
     else:
 
         async def runner(task: Task, sample: int) -> tuple[EpisodeResult, Trajectory | None]:
             return await run_episode_with_retries(
-                task, sample, policies, attempts=attempts, keep_final=keep_final
+                task, sample, policies, attempts=attempts, keep_final=keep_final, out=out
             )
 
     def report() -> None:
@@ -242,30 +245,26 @@ def load_config(out: Path) -> JobConfig:
 
 
 async def regrade(out: Path) -> list[Row]:
-    """Verify every kept final state again (``--keep-final``), in a fresh sandbox from its
-    snapshot, without running any agent; rewrite the results and the summary. The tasks'
-    verifiers and hidden tests are read from their folders as they are now."""
+    """Verify every kept final workspace again (``--keep-final``), in a new checker sandbox
+    made from the task's prepared state as its folder is now, without running any agent;
+    rewrite the results and the summary."""
     config = load_config(out)
     by_id = {t.id: t for t in load_tasks(list(config.folders.values()))}
     results = load_results(out)
-    engine = await get_engine()
     updated = []
     for key in sorted(results):
         result = results[key]
         task = by_id.get(result.task_id)
-        if result.final_snapshot is None or task is None:
+        if result.final_state is None or task is None:
             updated.append(result)
             continue
-        image = result.final_snapshot
-        spec = SandboxSpec(image=image, workdir=task.workdir)
-        snapshot = Snapshot(image_id=image, tag=image, spec=spec, source_id="")
+        path = out / result.final_state
         try:
-            await engine.run(engine.api.inspect_image, image)  # never pulled: ours or gone
-            score = await verify_snapshot(snapshot, task)
-        except (docker.errors.ImageNotFound, SandboxError) as e:
+            final = Final(workspace=path.read_bytes())
+            score = await regrade_final(task, final)
+        except (OSError, SandboxError) as e:
             # one lost state does not stop the others from being regraded
-            why = "it is gone" if isinstance(e, docker.errors.ImageNotFound) else str(e)
-            score = Score(reward=0.0, passed=False, error=f"kept final state {image}: {why}")
+            score = Score(reward=0.0, passed=False, error=f"kept final state {path}: {e}")
         graded = score is not None and score.error is None
         updated.append(
             result.model_copy(

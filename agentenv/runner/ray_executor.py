@@ -41,6 +41,7 @@ def _episode(
     model: str,
     attempts: int,
     keep_final: bool,
+    out_dir: str | None,
     reasoning_effort: str | None,
 ) -> tuple[str, str | None, str]:
     """On a node: unpack the task, run one episode with retries, return JSON."""
@@ -57,7 +58,12 @@ def _episode(
             policies = Policies(model, reasoning_effort=reasoning_effort)
             try:
                 return await run_episode_with_retries(
-                    local, sample, policies, attempts=attempts, keep_final=keep_final
+                    local,
+                    sample,
+                    policies,
+                    attempts=attempts,
+                    keep_final=keep_final,
+                    out=Path(out_dir) if out_dir else None,  # kept finals: a shared folder
                 )
             finally:
                 await policies.aclose()
@@ -77,6 +83,7 @@ def runner(
     keep_final: bool,
     reasoning_effort: str | None,
     address: str | None,
+    out: Path | None = None,
 ) -> Any:
     """An episode runner for :func:`~agentenv.runner.eval.run_eval` that uses the Ray
     cluster at ``address`` (``None``: start or join a local one)."""
@@ -97,6 +104,7 @@ def runner(
                 model,
                 attempts,
                 keep_final,
+                str(out) if out else None,
                 reasoning_effort,
             )
         except ray.exceptions.RayError as e:  # the node or its worker died

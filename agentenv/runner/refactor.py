@@ -1,10 +1,12 @@
 """Refactor jobs: one instruction, many repos, one verified patch per repo.
 
-Per repo: clone the committed state of its branch (with ``.git``) into a sandbox, run its
-tests first (a repo that is red before we touch it is reported as such, and the agent is not
-run), run the agent, take everything it changed as one binary ``git diff`` against the
-starting commit (new files included, even if the agent committed), run the tests again, and
-check on the host that the patch applies to the original repo. The job folder holds
+Per repo, through the one episode lifecycle: the committed state of its branch (with
+``.git``) is the prepared workspace; its tests run first in a checker sandbox (a repo that is
+red before we touch it is reported as such, and the agent is not run); the agent runs in its
+own sandbox; everything it changed is taken as one binary ``git diff`` against the starting
+commit (new files included, even if the agent committed); on the host the patch is applied to
+a fresh clone of that commit, and the tests run on exactly that tree in a new checker
+sandbox, as the agent's user. The job folder holds
 ``config.json``, ``report.jsonl`` (one fsynced line per repo, resumable like eval jobs),
 ``patches/<repo>.patch``, ``trajectories/<repo>.json`` and ``summary.md``.
 """
@@ -24,6 +26,14 @@ import structlog
 from pydantic import BaseModel, Field
 
 from agentenv.agent.loop import Limits, Spend, run_episode
+from agentenv.runner.episode import (
+    Prepared,
+    prepare,
+    release,
+    start_sandbox,
+    verify_workspace,
+    workspace_tar,
+)
 from agentenv.runner.journal import (
     JobSettings,
     append_line,
@@ -36,15 +46,14 @@ from agentenv.runner.policy import Policies
 from agentenv.runner.repos import (
     RepoEntry,
     RepoError,
+    apply_patch,
     clone_committed,
     create_branch,
     detect_test_command,
-    patch_applies,
 )
-from agentenv.sandbox import DockerSandbox, SandboxSpec
 from agentenv.sandbox.images import BASE_IMAGE
-from agentenv.sandbox.protocol import Sandbox
 from agentenv.tasks import Task
+from agentenv.verify import CommandCheck, Score
 
 log = structlog.get_logger(__name__)
 REPORT = "report.jsonl"
@@ -119,20 +128,21 @@ def parse_counts(output: str) -> tuple[int | None, int | None]:
     return found.get("passed", 0), found.get("failed", 0)
 
 
-async def run_tests(box: Sandbox, command: str, timeout_s: float) -> TestRun:
-    """Run the repo's tests in the sandbox."""
-    r = await box.exec(
-        command, timeout=timeout_s, cwd=WORKDIR, env={"PYTHONDONTWRITEBYTECODE": "1"}
-    )
-    output = r.stdout + r.stderr
-    passed, failed = parse_counts(output[-4000:])
+def test_run(command: str, score: Score) -> TestRun:
+    """A repo's test run from the checker sandbox's score of its test command."""
+    check = score.checks[0] if score.checks else None
+    detail = check.detail if check else (score.error or "")
+    exit_code = check.exit_code if check and check.exit_code is not None else None
+    if exit_code is None:  # timed out, or could not run at all
+        exit_code = 124 if "timed out" in detail else 127
+    passed, failed = parse_counts(detail[-4000:])
     return TestRun(
         command=command,
-        exit_code=r.exit_code,
+        exit_code=exit_code,
         passed=passed,
         failed=failed,
-        duration_s=r.duration_s,
-        tail=output[-2000:],
+        duration_s=check.duration_s if check else 0.0,
+        tail=detail[-2000:],
     )
 
 
@@ -153,7 +163,10 @@ async def refactor_repo(
     limits: Limits,
     test_timeout_s: float = 900,
 ) -> RepoResult:
-    """One repo, end to end; never raises for a problem of that repo (it is the outcome)."""
+    """One repo, end to end, through the episode lifecycle: its tests on the committed
+    state and on the committed state plus the agent's patch each run in a new checker
+    sandbox, as the agent's user. Never raises for a problem of that repo (it is the
+    outcome)."""
     started = time.monotonic()
     result = RepoResult(repo=entry.name, path=str(entry.path), outcome="error")
     try:
@@ -176,20 +189,21 @@ async def refactor_repo(
             result.test_command = command
             if entry.test is None:
                 result.notes.append(f"test command detected: {command}")
-            spec = SandboxSpec(image=entry.image or BASE_IMAGE, workdir=WORKDIR)
-            async with await DockerSandbox.create(spec) as box:
-                await box.upload(clone, WORKDIR)
-                await _fill(
-                    result,
-                    box,
-                    entry,
-                    checkout.commit,
-                    instruction,
-                    policies,
-                    out,
-                    limits,
-                    test_timeout_s,
-                )
+            task = Task(
+                id=re.sub(r"[^A-Za-z0-9._-]", "-", entry.name).lstrip(".-_") or "repo",
+                instruction=instruction,
+                image=entry.image or BASE_IMAGE,
+                workdir=WORKDIR,
+                limits=limits,
+                verifier=CommandCheck(
+                    kind="command", command=command, timeout_s=test_timeout_s, user="agent"
+                ),
+            )
+            prepared = await prepare(task, workspace=clone)
+            try:
+                await _fill(result, prepared, entry, checkout.commit, policies, out, Path(tmp))
+            finally:
+                await release(prepared)
     except RepoError as e:
         result.outcome, result.error = "error", str(e)
     except Exception as e:  # the job goes on; the outcome table names what went wrong
@@ -201,41 +215,41 @@ async def refactor_repo(
 
 async def _fill(
     result: RepoResult,
-    box: DockerSandbox,
+    prepared: Prepared,
     entry: RepoEntry,
     commit: str,
-    instruction: str,
     policies: Policies,
     out: Path,
-    limits: Limits,
-    test_timeout_s: float,
+    tmp: Path,
 ) -> None:
     assert result.test_command is not None
-    result.before = await run_tests(box, result.test_command, test_timeout_s)
+    task = prepared.task
+    result.before = test_run(
+        result.test_command, await verify_workspace(prepared, prepared.workspace)
+    )
     if not result.before.green:
         result.outcome = "baseline-red"
         return
-    # back to exactly the committed state: whatever the tests wrote is not the agent's change
-    await box.exec("git reset -q --hard && git clean -fdxq", cwd=WORKDIR, timeout=120)
-    task = Task(id=entry.name, instruction=instruction, workdir=WORKDIR, limits=limits)
-    traj = await run_episode(
-        policies.for_task(task), box, instruction, task_id=entry.name, limits=limits
-    )
-    result.stop_reason, result.turns = traj.stop_reason, len(traj.turns)
-    for name, value in Spend.of(traj).items():
-        setattr(result, name, value)
-    write_atomic(out / "trajectories" / f"{entry.name}.json", traj.model_dump_json().encode())
-    # flags the agent may have set to hide changes from git are cleared first; the diff goes
-    # to a file (a command's output is capped, a patch must not be)
-    diff = await box.exec(
-        "git ls-files -z | xargs -0 -r git update-index --no-skip-worktree --no-assume-unchanged"
-        f" && git add -A -- . {JUNK} && git diff --cached --binary {commit} > {PATCH_FILE}",
-        cwd=WORKDIR,
-        timeout=300,
-    )
-    if not diff.ok:
-        raise RepoError(f"could not collect the change: {diff.stderr.strip()[-500:]}")
-    patch = await box.read_file(PATCH_FILE)
+    async with await start_sandbox(prepared) as box:
+        traj = await run_episode(
+            policies.for_task(task), box, task.instruction, task_id=task.id, limits=task.limits
+        )
+        result.stop_reason, result.turns = traj.stop_reason, len(traj.turns)
+        for name, value in Spend.of(traj).items():
+            setattr(result, name, value)
+        write_atomic(out / "trajectories" / f"{entry.name}.json", traj.model_dump_json().encode())
+        # flags the agent may have set to hide changes from git are cleared first; the diff
+        # goes to a file (a command's output is capped, a patch must not be)
+        diff = await box.exec(
+            "git ls-files -z | xargs -0 -r git update-index --no-skip-worktree"
+            f" --no-assume-unchanged && git add -A -- . {JUNK}"
+            f" && git diff --cached --binary {commit} > {PATCH_FILE}",
+            cwd=WORKDIR,
+            timeout=300,
+        )
+        if not diff.ok:
+            raise RepoError(f"could not collect the change: {diff.stderr.strip()[-500:]}")
+        patch = await box.read_file(PATCH_FILE)
     if not patch.strip():
         result.outcome = "no-change"
         return
@@ -244,21 +258,16 @@ async def _fill(
     result.files_changed, result.insertions, result.deletions = diff_stats(
         patch.decode(errors="replace")
     )
-    # the tests run on the starting commit plus the patch alone, as the repo will get it
-    reset = await box.exec(
-        f"rm -f .git/index && git reset -q --hard {commit} && git clean -fdxq"
-        f" && git apply --index --binary {PATCH_FILE}",
-        cwd=WORKDIR,
-        timeout=300,
-    )
-    if not reset.ok:
-        raise RepoError(f"could not re-apply the change: {reset.stderr.strip()[-500:]}")
-    result.after = await run_tests(box, result.test_command, test_timeout_s)
-    conflict = patch_applies(entry, commit, patch)
+    # the tests run on the starting commit plus the patch alone, as the repo will get it,
+    # in a new checker sandbox: nothing else of the agent's sandbox crosses over
+    patched = tmp / "patched"
+    conflict = apply_patch(entry, commit, patch, patched)
     if conflict is not None:
         result.outcome, result.error = "patch-conflict", conflict
-    else:
-        result.outcome = "changed-green" if result.after.green else "changed-red"
+        return
+    after = await verify_workspace(prepared, workspace_tar(patched, prepared.agent_user))
+    result.after = test_run(result.test_command, after)
+    result.outcome = "changed-green" if result.after.green else "changed-red"
 
 
 def load_report(out: Path, *, repair: bool = False) -> dict[str, RepoResult]:

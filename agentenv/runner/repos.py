@@ -133,12 +133,19 @@ def detect_test_command(tree: Path) -> str | None:
 def patch_applies(entry: RepoEntry, commit: str, patch: bytes) -> str | None:
     """``None`` if ``patch`` applies cleanly to ``commit`` of the original repo, else why."""
     with tempfile.TemporaryDirectory(prefix="agentenv-apply-") as tmp:
-        git(entry.path, "clone", "--quiet", "--no-hardlinks", "--no-checkout", ".", tmp)
-        git(Path(tmp), "checkout", "--quiet", commit)
-        try:
-            git(Path(tmp), "apply", "--check", "--binary", "-", stdin=patch)
-        except RepoError as e:
-            return str(e)
+        return apply_patch(entry, commit, patch, Path(tmp))
+
+
+def apply_patch(entry: RepoEntry, commit: str, patch: bytes, into: Path) -> str | None:
+    """Clone ``commit`` of the original repo into the empty folder ``into`` and apply
+    ``patch`` there (index and working tree): ``None``, or why it does not apply. Git's
+    ``apply`` runs no hook and reads no config of the patch's making."""
+    git(entry.path, "clone", "--quiet", "--no-hardlinks", "--no-checkout", ".", str(into))
+    git(into, "checkout", "--quiet", commit)
+    try:
+        git(into, "apply", "--index", "--binary", "-", stdin=patch)
+    except RepoError as e:
+        return str(e)
     return None
 
 

@@ -38,7 +38,7 @@ class EpisodeResult(Spend):
     turns: int = 0
     wall_s: float = 0.0
     trajectory: str | None = None  # relative to the job folder
-    final_snapshot: str | None = None  # image kept with --keep-final, for regrading
+    final_state: str | None = None  # the final workspace kept with --keep-final (a tar)
     score: Score | None = None
     node: str | None = None  # where it ran, with a distributed executor
 

@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 import anyio
+import structlog
 from pydantic import BaseModel
 
 from agentenv.agent.loop import (
@@ -28,11 +29,19 @@ from agentenv.agent.loop import (
     take_turn,
 )
 from agentenv.model.types import ChatModel
-from agentenv.runner.episode import prepare_sandbox, verify_task
-from agentenv.sandbox import DockerSandbox, SandboxError, SandboxPool, SandboxSpec, fork
-from agentenv.sandbox.docker import remove_snapshot
-from agentenv.sandbox.protocol import Snapshot
+from agentenv.runner.episode import (
+    Prepared,
+    finish,
+    prepare,
+    release,
+    start_sandbox,
+    verify_final,
+)
+from agentenv.runner.outcomes import classify
+from agentenv.sandbox import DockerSandbox, SandboxPool, SandboxSpec
 from agentenv.tasks import Task
+
+log = structlog.get_logger(__name__)
 
 Policy = ChatModel | Callable[[Task], ChatModel]
 
@@ -42,30 +51,37 @@ def model_for(policy: Policy, task: Task) -> ChatModel:
     return policy if hasattr(policy, "complete") else policy(task)
 
 
-async def _setup(box: DockerSandbox, task: Task) -> None:
-    if task.setup:
-        done = await box.exec(task.setup, timeout=3600, cwd=task.workdir)
-        if not done.ok:
-            raise SandboxError(
-                f"setup of task {task.id!r} failed (exit {done.exit_code}): "
-                f"{(done.stdout + done.stderr).strip()[-1000:]}"
-            )
-
-
 async def _episode(
-    box: DockerSandbox,
-    task: Task,
+    prepared: Prepared,
     policy: Policy,
     limits: Limits | None,
     policy_version: int | str | None,
+    *,
+    pool: SandboxPool | None = None,
 ) -> Trajectory:
+    """One episode from a prepared state; its failure is in the trajectory, not raised (one
+    episode never takes down its group or stream). Cancellation still propagates."""
+    task = prepared.task
+    traj: Trajectory | None = None
     try:
         model = model_for(policy, task)
-    except BaseException:
-        await box.close()  # a policy factory that fails must not leak the sandbox
-        raise
-    rollout = Rollout(task, model, box, limits=limits, version=policy_version)
-    return await rollout.run()
+        if pool is not None:
+            box = await pool.acquire()
+            try:
+                await box.upload_tar(prepared.workspace, task.workdir)
+            except BaseException:
+                await box.close()
+                raise
+        else:
+            box = await start_sandbox(prepared)
+        rollout = Rollout(prepared, model, box, limits=limits, version=policy_version)
+        traj = rollout.trajectory
+        return await rollout.run()
+    except Exception as e:
+        log.warning("rollout.failed", task=task.id, error=f"{type(e).__name__}: {e}")
+        traj = traj or new_trajectory(task.instruction, task_id=task.id)
+        traj.error = f"{classify(e)}: {type(e).__name__}: {e}"
+        return traj
 
 
 async def rollout(
@@ -76,29 +92,20 @@ async def rollout(
     pool: SandboxPool | None = None,
     policy_version: int | str | None = None,
 ) -> Trajectory:
-    """One episode of ``task``: a sandbox (from ``pool`` if given, which must hold sandboxes
-    of the task's image), its workspace and setup, the loop, the hidden verifier; the
-    returned trajectory has ``score`` and ``reward`` filled in."""
-    if pool is not None:
-        box = await pool.acquire()
-        try:
-            if task.workspace is not None:
-                await box.upload(task.workspace, task.workdir)
-        except BaseException:
-            await box.close()
-            raise
-    else:
-        box = await prepare_sandbox(task)
-    await _setup_or_close(box, task)
-    return await _episode(box, task, policy, limits, policy_version)
-
-
-async def _setup_or_close(box: DockerSandbox, task: Task) -> None:
+    """One episode of ``task`` through the episode lifecycle (prepare, setup, the loop,
+    finish, verification in a new checker sandbox); the returned trajectory has ``score``
+    and ``reward`` filled in, or ``error`` set if the infrastructure failed under it.
+    ``pool`` must hold sandboxes made with :func:`~agentenv.runner.episode.agent_spec`."""
     try:
-        await _setup(box, task)
-    except BaseException:
-        await box.close()
-        raise
+        prepared = await prepare(task)
+    except Exception as e:
+        traj = new_trajectory(task.instruction, task_id=task.id)
+        traj.error = f"{classify(e)}: {type(e).__name__}: {e}"
+        return traj
+    try:
+        return await _episode(prepared, policy, limits, policy_version, pool=pool)
+    finally:
+        await release(prepared)
 
 
 def set_advantages(group: Sequence[Trajectory], eps: float = 1e-6) -> None:
@@ -137,33 +144,21 @@ async def rollout_group(
 ) -> list[Trajectory]:
     """``n`` episodes of ``task`` run concurrently, with group-relative advantages. With
     ``share_setup`` the workspace and setup are prepared once, snapshotted, and the n
-    sandboxes forked from it; otherwise each sandbox prepares itself."""
+    sandboxes (and their checker sandboxes) started from it; otherwise each episode
+    prepares its own. A failed episode comes back with ``error`` set and no advantage."""
     if n < 1:
         raise ValueError(f"n must be at least 1, got {n}")
     group_id = uuid.uuid4().hex[:12]
     t0 = time.monotonic()
-    boxes: list[DockerSandbox | None] = [None] * n  # without share_setup: made per episode
-    snapshot: Snapshot | None = None
-    if share_setup:
-        base = await prepare_sandbox(task)
-        async with base:
-            await _setup(base, task)
-            snapshot = await base.snapshot()
-        try:
-            boxes = list(await fork(snapshot, n))
-        except BaseException:
-            with anyio.CancelScope(shield=True):
-                await remove_snapshot(snapshot)
-            raise
+    shared = await prepare(task, share=True) if share_setup else None
     setup_s = time.monotonic() - t0
     out: list[Trajectory | None] = [None] * n
 
     async def one(i: int) -> None:
-        box = boxes[i]
-        if box is None:
-            box = await prepare_sandbox(task)
-            await _setup_or_close(box, task)
-        out[i] = await _episode(box, task, policy, limits, policy_version)
+        if shared is not None:
+            out[i] = await _episode(shared, policy, limits, policy_version)
+        else:
+            out[i] = await rollout(task, policy, limits=limits, policy_version=policy_version)
 
     t1 = time.monotonic()
     try:
@@ -171,12 +166,8 @@ async def rollout_group(
             for i in range(n):
                 tg.start_soon(one, i)
     finally:
-        for box in boxes:
-            if box is not None:
-                await box.close()  # idempotent: episodes close their own
-        if snapshot is not None:
-            with anyio.CancelScope(shield=True):  # even when the group is cancelled
-                await remove_snapshot(snapshot)  # only once no fork uses it
+        if shared is not None:
+            await release(shared)  # even when the group is cancelled
     group = [t for t in out if t is not None]
     for t in group:
         t.group_id = group_id
@@ -230,9 +221,10 @@ async def stream(
 
 class SuspendedRollout(BaseModel):
     """A partial rollout at rest: JSON-serialisable, its sandbox paused (using no CPU) and
-    able to outlive this process until its TTL."""
+    able to outlive this process until its TTL; it carries its prepared state, from which
+    its checker sandbox will be made."""
 
-    task: Task
+    prepared: Prepared
     trajectory: Trajectory
     sandbox_id: str
     sandbox_spec: SandboxSpec
@@ -240,13 +232,18 @@ class SuspendedRollout(BaseModel):
     elapsed_s: float
     policy_version: int | str | None = None
 
+    @property
+    def task(self) -> Task:
+        """The rollout's task."""
+        return self.prepared.task
+
 
 class Rollout:
     """A rollout run turn by turn: :meth:`step`, :meth:`suspend`, :meth:`finish`."""
 
     def __init__(
         self,
-        task: Task,
+        prepared: Prepared,
         model: ChatModel,
         box: DockerSandbox,
         *,
@@ -255,12 +252,13 @@ class Rollout:
         trajectory: Trajectory | None = None,
         elapsed_s: float = 0.0,
     ):
-        self.task = task
+        self.prepared = prepared
+        self.task = prepared.task
         self.model = model
         self.box = box
-        self.limits = limits or task.limits
+        self.limits = limits or self.task.limits
         self.version = version  # stamped on every turn this handle takes
-        self.trajectory = trajectory or new_trajectory(task.instruction, task_id=task.id)
+        self.trajectory = trajectory or new_trajectory(self.task.instruction, task_id=self.task.id)
         self.elapsed_s = elapsed_s
         self.stop_reason: StopReason | None = self.trajectory.stop_reason
 
@@ -292,7 +290,7 @@ class Rollout:
         """Pause the sandbox and let go of it; the returned state resumes with :func:`resume`."""
         await self.box.pause()
         state = SuspendedRollout(
-            task=self.task,
+            prepared=self.prepared,
             trajectory=self.trajectory,
             sandbox_id=self.box.id,
             sandbox_spec=self.box.spec,
@@ -304,10 +302,11 @@ class Rollout:
         return state
 
     async def finish(self) -> Trajectory:
-        """Verify (filling in the reward) and remove the sandbox."""
+        """Take the final workspace, remove the sandbox, and verify it in a new checker
+        sandbox (filling in the reward)."""
         async with self.box:
-            await self.box.resume()
-            self.trajectory.score = await verify_task(self.box, self.task)
+            final = await finish(self.box, self.prepared)
+        self.trajectory.score = await verify_final(self.prepared, final)
         return self.trajectory
 
     async def run(self) -> Trajectory:
@@ -328,21 +327,16 @@ async def start(
     limits: Limits | None = None,
     version: int | str | None = None,
 ) -> Rollout:
-    """A partial rollout, ready to :meth:`~Rollout.step`. Its sandbox may outlive this
-    process once suspended (only its TTL lets ``agentenv gc`` remove it)."""
-    dockerfile = task.folder / task.dockerfile if task.folder and task.dockerfile else None
-    spec = SandboxSpec(
-        image=task.image, dockerfile=dockerfile, workdir=task.workdir, outlive_owner=True
-    )
-    box = await DockerSandbox.create(spec)
+    """A partial rollout, ready to :meth:`~Rollout.step`. Its sandbox (and its prepared
+    snapshot, if the task has a setup) may outlive this process once suspended: only their
+    TTL lets ``agentenv gc`` remove them."""
+    prepared = await prepare(task, keep_s=SandboxSpec().ttl_s if task.setup else None)
     try:
-        if task.workspace is not None:
-            await box.upload(task.workspace, task.workdir)
-        await _setup(box, task)
+        box = await start_sandbox(prepared, outlive_owner=True)
     except BaseException:
-        await box.close()
+        await release(prepared)
         raise
-    return Rollout(task, model_for(policy, task), box, limits=limits, version=version)
+    return Rollout(prepared, model_for(policy, task), box, limits=limits, version=version)
 
 
 async def resume(
@@ -352,7 +346,7 @@ async def resume(
     ``policy``; the turns it takes are stamped with ``version``."""
     box = await DockerSandbox.attach(state.sandbox_id, state.sandbox_spec)
     return Rollout(
-        state.task,
+        state.prepared,
         model_for(policy, state.task),
         box,
         limits=state.limits,

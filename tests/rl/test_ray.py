@@ -62,3 +62,17 @@ async def test_eval_on_a_ray_cluster(cluster: str, tmp_path: Path) -> None:
     assert None not in nodes and len(nodes) == 2  # both nodes took episodes
     for r in results.values():
         assert r.trajectory is not None and (tmp_path / r.trajectory).is_file()
+
+
+async def test_ray_episodes_prepare_and_verify_like_every_other_driver(
+    cluster: str, tmp_path: Path
+) -> None:
+    from agentenv.agent.loop import Trajectory
+    from tests.runner.test_lifecycle import VIEW, make_task
+
+    task = make_task(tmp_path)
+    await run_eval([task], "oracle", out=tmp_path / "job", executor="ray", ray_address=cluster)
+    (result,) = load_results(tmp_path / "job").values()
+    traj = Trajectory.model_validate_json((tmp_path / "job" / str(result.trajectory)).read_text())
+    assert traj.score is not None and traj.score.error is None and traj.reward == 1.0
+    assert f"VIEW {VIEW}" in traj.score.checks[0].detail

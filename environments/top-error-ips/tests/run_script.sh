@@ -4,7 +4,16 @@
 expected=$1
 shift
 [ -f top_ips.sh ] || { echo "FAIL: top_ips.sh does not exist"; exit 1; }
-got=$(cd /tmp && timeout 30 bash /workspace/top_ips.sh "$@" 2>/tmp/top_ips.err)
+# the log (an input) where the agent's script, run as the agent's user, can read it; the
+# expected lines stay in /agentenv/tests, which that user cannot read
+inputs=$(mktemp -d) && chmod 0755 "$inputs"
+args=()
+for a in "$@"; do
+    if [ -f "$a" ]; then cp "$a" "$inputs/" && chmod 0644 "$inputs/$(basename "$a")"; a="$inputs/$(basename "$a")"; fi
+    args+=("$a")
+done
+set -- "${args[@]}"
+got=$(cd /tmp && timeout 30 $AS_AGENT bash /workspace/top_ips.sh "$@" 2>/tmp/top_ips.err)
 status=$?
 if [ "$status" -ne 0 ]; then
     echo "FAIL: exit status $status"; head -5 /tmp/top_ips.err; exit 1

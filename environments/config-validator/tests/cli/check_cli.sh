@@ -2,9 +2,12 @@
 # The command line of config_check.py: output lines and exit statuses.
 set -u
 here=/agentenv/tests/cli
+# the inputs (not the expected outputs) where the agent's program, run as the agent's user
+# through $AS_AGENT, can read them
+inputs=$(mktemp -d) && chmod 0755 "$inputs" && cp "$here"/*.json "$inputs"/ && chmod 0644 "$inputs"/*
 out=$(mktemp) err=$(mktemp)
 [ -f config_check.py ] || { echo "FAIL: config_check.py does not exist"; exit 1; }
-run() { timeout 20 python3 config_check.py "$1" >"$out" 2>"$err"; echo $?; }
+run() { timeout 20 $AS_AGENT python3 config_check.py "$inputs/$(basename "$1")" >"$out" 2>"$err"; echo $?; }
 failed=0
 fail() { echo "FAIL: $*"; failed=1; }
 
