@@ -1,7 +1,9 @@
-"""Verifiers against a real sandbox: each kind passes and fails, partial credit, hidden
-tests arrive only at verification, planted reward files and leftover processes cannot
-change the verdict, a broken verifier is an error (not the agent failing), and verifying the
-same state twice gives the same score."""
+"""Verifiers against real sandboxes, as episodes use them: the agent's files are made in an
+agent sandbox (unprivileged, read-only root), its workdir is taken as the lifecycle's
+``finish`` takes it, and the checks run in a checker sandbox. Each kind passes and fails,
+partial credit, hidden tests arrive only at verification, planted files, links and leftover
+processes cannot change the verdict, a broken verifier is an error (not the agent failing),
+and verifying the same state twice gives the same score."""
 
 from __future__ import annotations
 
@@ -13,8 +15,10 @@ from typing import Any
 import pytest
 from pydantic import TypeAdapter, ValidationError
 
-from agentenv.sandbox import DockerSandbox
-from agentenv.verify import Check, Score, is_subset, verify
+from agentenv.runner.episode import safe_workspace
+from agentenv.sandbox import DockerSandbox, SandboxSpec
+from agentenv.verify import AGENT_USER, CHECKER_CAPS, Check, Score, Workspace, is_subset
+from agentenv.verify import verify as verify_in
 
 pytestmark = pytest.mark.anyio
 CHECK: TypeAdapter[Check] = TypeAdapter(Check)
@@ -25,9 +29,39 @@ def check(**fields: Any) -> Check:
 
 
 @pytest.fixture(scope="module")
-async def box() -> AsyncIterator[DockerSandbox]:
-    async with await DockerSandbox.create() as sandbox:
+async def agent() -> AsyncIterator[DockerSandbox]:
+    spec = SandboxSpec(user=AGENT_USER, read_only=True, env={"HOME": "/tmp"})
+    async with await DockerSandbox.create(spec) as sandbox:
         yield sandbox
+
+
+@pytest.fixture(scope="module")
+async def checker() -> AsyncIterator[DockerSandbox]:
+    spec = SandboxSpec(user="0:0", cap_add=CHECKER_CAPS)
+    async with await DockerSandbox.create(spec) as sandbox:
+        yield sandbox
+
+
+@pytest.fixture(scope="module")
+async def box(agent: DockerSandbox, checker: DockerSandbox) -> Boxes:
+    return Boxes(agent, checker)
+
+
+class Boxes:
+    """The agent's sandbox (where its files are made) and the checker sandbox."""
+
+    def __init__(self, agent: DockerSandbox, checker: DockerSandbox):
+        self.agent, self.checker = agent, checker
+
+    async def exec(self, cmd: str) -> Any:
+        """Run ``cmd`` as the agent, in its sandbox."""
+        return await self.agent.exec(cmd)
+
+
+async def verify(box: Boxes, check: Check, *, tests: Path | None = None) -> Score:
+    """Take the agent's workdir as ``finish`` does and verify it in the checker sandbox."""
+    archive, _ = safe_workspace(await box.agent.download("/workspace"), "/workspace", AGENT_USER)
+    return await verify_in(box.checker, check, Workspace(archive=archive), tests=tests)
 
 
 @pytest.fixture(scope="module")
@@ -44,18 +78,16 @@ def tests_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
-async def write(box: DockerSandbox, files: dict[str, str]) -> None:
-    await box.exec("rm -rf /workspace/* /workspace/.[!.]* /agentenv")
+async def write(box: Boxes, files: dict[str, str]) -> None:
+    await box.agent.exec("pkill -9 -f '[e]cho hello'; rm -rf /workspace/* /workspace/.[!.]*")
     for path, text in files.items():
-        await box.write_file(f"/workspace/{path}", text.encode())
+        await box.agent.write_file(f"/workspace/{path}", text.encode())
 
 
 CALC_TWO_OF_THREE = "def add(a, b):\n    return a + b\n\ndef sub(a, b):\n    return a - b\n"
 
 
-async def test_pytest_partial_credit_and_all_or_nothing(
-    box: DockerSandbox, tests_dir: Path
-) -> None:
+async def test_pytest_partial_credit_and_all_or_nothing(box: Boxes, tests_dir: Path) -> None:
     await write(box, {"calc.py": CALC_TWO_OF_THREE, "data.txt": "x"})
     partial = await verify(box, check(kind="pytest", partial=True), tests=tests_dir)
     assert partial.error is None
@@ -74,9 +106,7 @@ async def test_pytest_partial_credit_and_all_or_nothing(
     assert broken.error is None and broken.reward == 0.0
 
 
-async def test_what_the_agent_leaves_cannot_change_the_verdict(
-    box: DockerSandbox, tests_dir: Path
-) -> None:
+async def test_what_the_agent_leaves_cannot_change_the_verdict(box: Boxes, tests_dir: Path) -> None:
     await write(
         box,
         {
@@ -92,24 +122,27 @@ async def test_what_the_agent_leaves_cannot_change_the_verdict(
             "json.py": "raise SystemExit('shadowed the standard library')\n",
         },
     )
-    # a planted reward file and fake tests where the hidden ones go, and a process that
-    # keeps rewriting the file under check
-    await box.exec(
+    # a planted reward file and fake tests where the hidden ones go (the root filesystem is
+    # read-only, so these fail), and a process that keeps rewriting the file under check
+    planted = await box.exec(
         "mkdir -p /agentenv/out /agentenv/tests && echo 1 > /agentenv/out/reward && "
-        "echo 'def test_ok(): pass' > /agentenv/tests/test_fake.py && "
+        "echo 'def test_ok(): pass' > /agentenv/tests/test_fake.py"
+    )
+    assert planted.exit_code != 0 and "Read-only file system" in planted.stderr
+    await box.exec(
         "nohup sh -c 'while :; do echo hello > /workspace/out.txt; sleep 0.05; done' "
         ">/dev/null 2>&1 &"
     )
     score = await verify(box, check(kind="pytest", partial=True), tests=tests_dir)
     assert score.reward == pytest.approx(0.75)  # the hooks did not run; the fake test is gone
-    assert (await box.exec("test -e /agentenv/out/reward")).exit_code == 1
-    assert (await box.exec("test -e /agentenv/tests/test_fake.py")).exit_code == 1
-    await box.exec("rm -f /workspace/out.txt")
+    assert (await box.checker.exec("test -e /agentenv/out/reward")).exit_code == 1
+    assert (await box.checker.exec("test -e /agentenv/tests/test_fake.py")).exit_code == 1
+    await box.exec("pkill -9 -f '[e]cho hello'; rm -f /workspace/out.txt")
     gone = await verify(box, check(kind="command", command="test ! -e out.txt"), tests=tests_dir)
-    assert gone.passed  # the writer was stopped before the check
+    assert gone.passed  # the writer lives in the agent's sandbox, not the checker's
 
 
-async def test_file_json_and_command_checks(box: DockerSandbox, tests_dir: Path) -> None:
+async def test_file_json_and_command_checks(box: Boxes, tests_dir: Path) -> None:
     report = {"errors": 3, "top": ["a", "b"], "extra": True}
     await write(box, {"out.txt": "hello\n", "report.json": json.dumps(report), "null.json": "null"})
     cases: list[tuple[dict[str, Any], float]] = [
@@ -140,7 +173,7 @@ async def test_file_json_and_command_checks(box: DockerSandbox, tests_dir: Path)
         assert (score.reward, score.error) == (expected, None), fields
 
 
-async def test_composite_modes(box: DockerSandbox, tests_dir: Path) -> None:
+async def test_composite_modes(box: Boxes, tests_dir: Path) -> None:
     await write(box, {"out.txt": "hello"})
     good = {"kind": "file", "path": "out.txt"}
     bad = {"kind": "file", "path": "nope.txt"}
@@ -155,7 +188,7 @@ async def test_composite_modes(box: DockerSandbox, tests_dir: Path) -> None:
     assert (await verify(box, nested)).passed
 
 
-async def test_png_images(box: DockerSandbox) -> None:
+async def test_png_images(box: Boxes) -> None:
     await write(box, {})
     await box.exec(
         'python3 -c "from PIL import Image, ImageDraw\n'
@@ -180,7 +213,7 @@ async def test_png_images(box: DockerSandbox) -> None:
     assert all(verdicts[n][0] == 0 for n in ("palette", "fake", "cut", "missing"))
 
 
-async def test_a_broken_verifier_is_an_error_not_a_failure(box: DockerSandbox) -> None:
+async def test_a_broken_verifier_is_an_error_not_a_failure(box: Boxes) -> None:
     await write(box, {"calc.py": CALC_TWO_OF_THREE})
     no_tests = await verify(box, check(kind="pytest"), tests=None)
     assert no_tests.error is not None and no_tests.reward == 0.0 and not no_tests.passed
@@ -200,7 +233,7 @@ async def test_a_broken_verifier_is_an_error_not_a_failure(box: DockerSandbox) -
     assert mixed.error is not None and mixed.reward == 0.0  # no valid reward with a broken part
 
 
-async def test_verifying_twice_gives_the_same_score(box: DockerSandbox, tests_dir: Path) -> None:
+async def test_verifying_twice_gives_the_same_score(box: Boxes, tests_dir: Path) -> None:
     await write(box, {"calc.py": CALC_TWO_OF_THREE, "data.txt": "x", "out.txt": "hello"})
     combined = check(
         kind="composite",
@@ -212,7 +245,7 @@ async def test_verifying_twice_gives_the_same_score(box: DockerSandbox, tests_di
     )
     first = await verify(box, combined, tests=tests_dir)
     second = await verify(box, combined, tests=tests_dir)
-    strip = {"duration_s"}
+    strip: dict[str, Any] = {"duration_s": True, "checks": {"__all__": {"duration_s"}}}
     assert first.model_dump(exclude=strip) == second.model_dump(exclude=strip)
     assert first.reward == pytest.approx((0.75 + 1.0) / 2)
     assert Score.model_validate_json(first.model_dump_json()) == first
@@ -230,7 +263,7 @@ def test_bad_verifier_config_names_the_field() -> None:
 
 
 async def test_what_the_code_under_test_does_is_graded_not_an_error(
-    box: DockerSandbox, tests_dir: Path
+    box: Boxes, tests_dir: Path
 ) -> None:
     # it hangs, it kills the test run, it skips itself: each is the agent failing (0), not a
     # broken verifier that would drop the episode out of pass@k
@@ -250,7 +283,7 @@ async def test_what_the_code_under_test_does_is_graded_not_an_error(
 
 
 async def test_hidden_processes_and_links_into_the_tests_do_not_help(
-    box: DockerSandbox, tests_dir: Path
+    box: Boxes, tests_dir: Path
 ) -> None:
     await write(box, {"calc.py": CALC_TWO_OF_THREE, "data.txt": "x"})
     # a writer that dropped our tag and its session, and a link planted where a hidden
@@ -261,7 +294,8 @@ async def test_hidden_processes_and_links_into_the_tests_do_not_help(
         "sleep 0.05; done' >/dev/null 2>&1 &"
     )
     score = await verify(box, check(kind="command", command="test ! -L out.txt"), tests=tests_dir)
-    await box.exec("rm -f /workspace/x")
+    await box.exec("pkill -9 -f '[e]cho hello'; rm -f /workspace/x")
     again = await verify(box, check(kind="command", command="sleep 0.3; test ! -e x"))
     assert score.passed and again.passed
-    assert (await box.exec("ps -eo args | grep -c '[e]cho hello'")).stdout.strip() == "0"
+    seen = await box.checker.exec("ps -eo args | grep -c '[e]cho hello'")
+    assert seen.stdout.strip() == "0"

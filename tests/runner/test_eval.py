@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import tarfile
 import time
 from pathlib import Path
 from typing import Any
@@ -19,8 +20,8 @@ from agentenv.model import K3Server, ScriptedToolCall, ScriptedTurn
 from agentenv.runner.eval import regrade, run_eval
 from agentenv.runner.results import ConfigMismatch, load_results
 from agentenv.runner.summary import pass_at_k
-from agentenv.sandbox import connect, gc
-from agentenv.sandbox.labels import KEPT, OWNER, RUN, run_id
+from agentenv.sandbox import connect
+from agentenv.sandbox.labels import RUN, run_id
 from agentenv.tasks import load_task, load_tasks
 
 pytestmark = pytest.mark.anyio
@@ -139,15 +140,11 @@ async def test_a_broken_verifier_is_an_error_and_final_states_can_be_regraded(
     assert results[("eve", 0)].outcome == "graded" and results[("eve", 0)].passed
     assert rows[0].task_id == "dee" and rows[0].errors == 1 and rows[0].pass_at_1 is None
 
-    # the kept final states outlive this process (only their expiry lets gc remove them)
-    engine = connect()
-    listed = {row.name: row for row in gc.list_ours(engine)}
-    would_go = {row.name for row in gc.collect(engine, dry_run=True)}
+    # the kept final states are the workdirs the verifier got, in the job folder
     for r in results.values():
-        assert r.final_snapshot is not None
-        labels = engine.api.inspect_image(r.final_snapshot)["Config"]["Labels"]
-        assert labels[OWNER] == KEPT
-        assert r.final_snapshot in listed and r.final_snapshot not in would_go
+        assert r.final_state is not None
+        with tarfile.open(job / r.final_state) as kept:
+            assert "greeting.txt" in kept.getnames()
 
     # fix the verifier; regrading re-verifies the kept states without running any agent
     (broken / "task.toml").write_text(
@@ -161,14 +158,14 @@ async def test_a_broken_verifier_is_an_error_and_final_states_can_be_regraded(
     assert len((job / "results.jsonl").read_text().splitlines()) == 2
     assert load_task(broken).id == "dee"
 
-    # a kept state that is gone spoils only its own result, and is never pulled
-    gone = results[("dee", 0)].final_snapshot
+    # a kept state that is gone spoils only its own result
+    gone = results[("dee", 0)].final_state
     assert gone is not None
-    engine.api.remove_image(gone, force=True)
+    (job / gone).unlink()
     await regrade(job)
     results = load_results(job)
     assert results[("dee", 0)].outcome == "verifier_error"
-    assert "is gone" in str(results[("dee", 0)].error)
+    assert "No such file" in str(results[("dee", 0)].error)
     assert results[("eve", 0)].outcome == "graded"
 
 
@@ -206,25 +203,29 @@ def test_sigkill_mid_run_then_resume_gives_every_episode_exactly_once(tmp_path: 
     assert len(tasks) == 3
 
 
-async def test_verifying_in_a_fresh_container_passes_and_leaves_no_image(
+async def test_a_root_task_can_verify_in_its_final_state_and_leaves_no_image(
     tmp_path: Path,
 ) -> None:
+    # the outcome is system state outside the workdir: only `verify_in = "final"` sees it
     folder = make_task(
         tmp_path / "tasks",
         "ida",
-        '[verifier]\nkind = "command"\ncommand = "bash /agentenv/tests/check.sh"\n',
+        "[verifier]\nkind = 'command'\n"
+        "command = 'test -f /opt/installed && test -f greeting.txt'\n",
     )
-    # a process left behind that would spoil the file later; the fresh sandbox has none
     (folder / "solution.sh").write_text(
-        "echo 'hello ida' > greeting.txt\n"
-        "nohup sh -c 'sleep 5; while :; do echo spoiled > /workspace/greeting.txt; "
-        "sleep 0.05; done' >/dev/null 2>&1 &\n"
+        "echo 'hello ida' > greeting.txt && touch /opt/installed\n"
+        "nohup sh -c 'sleep 600' >/dev/null 2>&1 &\n"
     )
     toml = folder / "task.toml"
-    toml.write_text("verify_in_fresh_container = true\n" + toml.read_text())
+    body = toml.read_text()
     engine = connect()
     images_before = {i["Id"] for i in engine.api.images(filters={"label": f"{RUN}={run_id()}"})}
-    rows = await run_eval(load_tasks([folder]), "oracle", out=tmp_path / "job")
+    toml.write_text('user = "root"\n' + body)
+    rows = await run_eval(load_tasks([folder]), "oracle", out=tmp_path / "prepared")
+    assert rows[-1].pass_at_1 == 0.0  # the prepared state has no /opt/installed
+    toml.write_text('user = "root"\nverify_in = "final"\n' + body)
+    rows = await run_eval(load_tasks([folder]), "oracle", out=tmp_path / "final")
     assert rows[-1].pass_at_1 == 1.0
     images_after = {i["Id"] for i in engine.api.images(filters={"label": f"{RUN}={run_id()}"})}
-    assert images_after == images_before  # the snapshot used for verifying is gone
+    assert images_after == images_before  # the image of the final state is gone

@@ -43,7 +43,8 @@ view="$view setup=$(cat from-setup.txt) answer=$(cat answer.txt) ran-as=$(cat wh
 view="$view tmp=$(ls /tmp/agent-was-here 2>/dev/null || echo clean)"
 view="$view procs=$(ps -eo user:12,comm | awk '$1 != "root" && NR > 1' | wc -l)"
 echo "VIEW $view"
-[ "$view" = "uid=0 agent=1000 mark=prepared setup=from-setup answer=ok ran-as=1000 tmp=clean procs=0" ]
+want="uid=0 agent=1000 mark=prepared setup=from-setup answer=ok ran-as=1000 tmp=clean"
+[ "$view" = "$want procs=0" ]
 """
 VIEW = "uid=0 agent=1000 mark=prepared setup=from-setup answer=ok ran-as=1000 tmp=clean procs=0"
 

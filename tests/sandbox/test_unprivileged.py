@@ -69,8 +69,8 @@ async def test_upload_tar_and_download_reach_the_workdir_volume(box: DockerSandb
         archive = await box.download("/workspace/pkg")  # readable while frozen
     finally:
         await box.resume()
-    names = tarfile.open(fileobj=io.BytesIO(archive)).getnames()
-    assert "pkg/mod.py" in names
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        assert "pkg/mod.py" in tar.getnames()
 
 
 async def test_switching_user_needs_the_capabilities() -> None:
