@@ -34,6 +34,14 @@ _BOOTSTRAP = (
     " b+=c\n"
     "exec(compile(b,'agentenv-executor','exec'))\n"
 )
+# The interpreter by absolute path, never through the sandbox's PATH (a root agent could
+# put its own python3 first): the usual places, in order.
+_PYTHON = [
+    "/bin/sh",
+    "-c",
+    'for p in /usr/bin/python3 /usr/local/bin/python3 /bin/python3; do [ -x "$p" ] && exec "$p"'
+    ' -c "$0" "$1"; done; echo "agentenv: no python3" >&2; exit 127',
+]
 _OS_ERRORS: dict[str, type[OSError]] = {
     "FileNotFoundError": FileNotFoundError,
     "IsADirectoryError": IsADirectoryError,
@@ -76,7 +84,7 @@ class ExecutorChannel:
         exec_id = await engine.run(
             engine.api.exec_create,
             container_id,
-            ["python3", "-c", _BOOTSTRAP, _SOURCE_SIZE],
+            [*_PYTHON, _BOOTSTRAP, _SOURCE_SIZE],
             stdin=True,
             user=user or "",
             workdir=workdir,

@@ -47,10 +47,11 @@ log = structlog.get_logger(__name__)
 
 # How long past a command's own timeout we wait for the executor before suspecting it.
 _EXEC_GRACE_S = 15.0
-# PID 1 is Docker's init (tini), which reaps orphans; this is its one child, idling. The
+# PID 1 is Docker's init (tini), which reaps orphans; this is its one child, idling (by
+# absolute paths: nothing of ours runs through the sandbox's PATH). The
 # executor is not started here: PID 1 holds the container's stdin and stdout, which any
 # process in the sandbox can open through /proc/1/fd, so they cannot carry the protocol.
-_KEEPALIVE = ["/bin/sh", "-c", "trap 'exit 0' TERM; while :; do sleep 3600 & wait $!; done"]
+_KEEPALIVE = ["/bin/sh", "-c", "trap 'exit 0' TERM; while :; do /bin/sleep 3600 & wait $!; done"]
 _MAX_IDLE_CHANNELS = 4
 _PAUSE_ATTEMPTS = 6
 _FILE_GUARD_S = 300.0  # a file transfer that takes longer means the executor is stuck

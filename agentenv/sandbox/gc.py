@@ -1,6 +1,7 @@
 """Find and remove what agentenv left behind: containers and snapshot images whose owner
-process is gone or whose expiry has passed. Only objects carrying our labels are ever
-considered, so nothing else on the engine can be touched."""
+process is gone or whose expiry has passed, and workdir volumes whose sandbox is gone. Only
+objects carrying our labels are ever considered, so nothing else on the engine can be
+touched."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from agentenv.sandbox.engine import Engine
 class Leftover(BaseModel):
     """One container or image of ours, and why it may be collected (``None``: in use)."""
 
-    kind: str  # "sandbox" or "snapshot"
+    kind: str  # "sandbox", "snapshot" or "volume"
     id: str
     name: str
     status: str
@@ -62,6 +63,14 @@ def list_ours(engine: Engine) -> list[Leftover]:
             continue  # built FROM a snapshot by someone: it inherited our labels, it isn't ours
         tags = tags or ["<untagged>"]
         rows.append(_row("snapshot", image["Id"], tags[0], "image", image.get("Labels") or {}, now))
+    # a read-only sandbox's workdir volume goes with its container; one whose container was
+    # removed without it (by hand, or by an engine that died) is always collectable
+    found = engine.api.volumes(filters={"label": L.OWNER, "dangling": True}) or {}
+    for volume in found.get("Volumes") or []:
+        row = _row(
+            "volume", volume["Name"], volume["Name"][:12], "unused", volume.get("Labels") or {}, now
+        )
+        rows.append(row.model_copy(update={"stale": row.stale or "its sandbox is gone"}))
     return rows
 
 
@@ -72,10 +81,13 @@ def collect(engine: Engine, *, everything: bool = False, dry_run: bool = False) 
     if dry_run:
         return doomed
     removed = []
-    for row in sorted(doomed, key=lambda r: r.kind != "sandbox"):  # containers first
+    # containers first: their volumes and images are in use until they are gone
+    for row in sorted(doomed, key=lambda r: r.kind != "sandbox"):
         try:
             if row.kind == "sandbox":
                 engine.api.remove_container(row.id, force=True, v=True)
+            elif row.kind == "volume":
+                engine.api.remove_volume(row.id)
             else:
                 engine.api.remove_image(row.id, force=True)
             removed.append(row)

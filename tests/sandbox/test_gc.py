@@ -11,10 +11,11 @@ import signal
 import subprocess
 import sys
 
+import anyio
 import docker.errors
 import pytest
 
-from agentenv.sandbox import connect
+from agentenv.sandbox import DockerSandbox, SandboxSpec, connect, gc
 from agentenv.sandbox.labels import RUN, labels_for, stale_reason
 from tests.helpers import start_script
 
@@ -99,3 +100,26 @@ def test_live_owner_is_kept_and_expiry_is_honoured() -> None:
     assert stale_reason(reused) == "owner gone"  # same pid, another process: pid was reused
     elsewhere = {**mine, "agentenv.owner": "another-host:1:1"}
     assert stale_reason(elsewhere) is None  # cannot tell: only the expiry applies
+
+
+def test_gc_takes_a_workdir_volume_whose_sandbox_is_gone_and_no_one_elses() -> None:
+    engine = connect()
+
+    async def make() -> str:
+        box = await DockerSandbox.create(SandboxSpec(user="1000", read_only=True))
+        box.detach()  # leave it, as a killed runner would
+        return box.id
+
+    cid = anyio.run(make)
+    (mount,) = [m for m in engine.api.inspect_container(cid)["Mounts"] if m["Type"] == "volume"]
+    engine.api.remove_container(cid, force=True)  # without its volumes, as `docker rm -f` does
+    stranger = engine.api.create_volume(labels={"other": "app"})
+    try:
+        rows = {r.id: r for r in gc.list_ours(engine)}
+        assert rows[mount["Name"]].kind == "volume" and rows[mount["Name"]].stale
+        assert stranger["Name"] not in rows
+        gc.collect(engine)
+        names = {v["Name"] for v in engine.api.volumes()["Volumes"] or []}
+        assert mount["Name"] not in names and stranger["Name"] in names
+    finally:
+        engine.api.remove_volume(stranger["Name"])
