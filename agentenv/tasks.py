@@ -18,10 +18,18 @@ import tomllib
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from agentenv.agent.loop import Limits
 from agentenv.sandbox.images import BASE_IMAGE
+from agentenv.sandbox.spec import parse_size
 from agentenv.verify import AGENT_USER, Check
 
 
@@ -45,12 +53,17 @@ class Task(BaseModel):
     verifier: Check | None = None
     user: str = Field(AGENT_USER, pattern=r"^(root|\d+(:\d+)?)$")  # uid:gid, or "root"
     read_only: bool = True  # the agent's root filesystem; only the workdir and /tmp are writable
-    disk: int | str = "2g"  # what the workdir may hold
+    disk: int = 2 << 30  # bytes the workdir may hold ("2g" in task.toml)
     # "prepared": verify in a new sandbox from the prepared state plus the agent's workdir;
     # "final": from an image of the agent's whole final filesystem (trusts what it touched)
     verify_in: Literal["prepared", "final"] = "prepared"
     instruction: str = ""
     folder: Path | None = None
+
+    @field_validator("disk", mode="before")
+    @classmethod
+    def _disk(cls, value: int | str) -> int:
+        return parse_size(value)
 
     @model_validator(mode="after")
     def _workdir_absolute(self) -> Task:
