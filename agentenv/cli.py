@@ -315,7 +315,10 @@ def eval_(
         int, typer.Option(min=1, help="Tries per episode on infrastructure failures.")
     ] = 3,
     keep_final: Annotated[
-        bool, typer.Option("--keep-final", help="Keep each final state (for --regrade).")
+        bool,
+        typer.Option(
+            "--keep-final", help="Keep each final workdir in the job folder (for --regrade)."
+        ),
     ] = False,
     regrade_dir: Annotated[
         Path | None,
