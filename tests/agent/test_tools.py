@@ -99,3 +99,21 @@ async def test_long_output_is_truncated_for_the_model_only(box: DockerSandbox) -
     assert "elided" in result.text and result.text.startswith("1\n")
     assert "20000" in result.text  # the tail is kept
     assert len(result.output) > 100_000 and "elided" not in result.output
+
+
+async def test_a_command_that_kills_its_executor_is_a_tool_error_and_the_next_one_runs(
+    box: DockerSandbox,
+) -> None:
+    # the command's parent is the executor that runs it
+    killed = await run_tool(box, call("bash", {"command": "kill -9 $PPID; sleep 5"}))
+    assert killed.error and "executor died" in killed.text
+    after = await run_tool(box, call("bash", {"command": "echo alive"}))
+    assert not after.error and after.text.startswith("alive")
+
+
+async def test_arguments_nested_past_the_parser_are_an_error_for_the_model(
+    box: DockerSandbox,
+) -> None:
+    bomb = "[" * 100_000 + "]" * 100_000
+    result = await run_tool(box, call("bash", '{"command": ' + bomb + "}"))
+    assert result.error and "not valid JSON" in result.text
