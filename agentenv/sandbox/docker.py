@@ -144,6 +144,23 @@ class DockerSandbox:
         try:
             self._idle.append(await self._new_channel())
         except ExecutorGone as e:
+            if self.spec.user:  # the executor may not have started because the user is bad
+                probe = await docker_exec.run(
+                    self._engine,
+                    self.id,
+                    ["/bin/sh", "-c", "exit 0"],
+                    user=self.spec.user,
+                    workdir=self.spec.workdir,
+                    timeout=30,
+                    cwd=None,
+                    env=None,
+                    stdin=None,
+                    max_output=4096,
+                    on_output=None,
+                )
+                said = (probe.stdout + probe.stderr).strip()
+                if "unable to find user" in said:
+                    raise SandboxError(f"image {self.image!r}: {said}") from e
             if self.spec.executor == "fast":
                 raise SandboxError(
                     f"image {self.image!r} cannot run the fast executor (it needs python3): "
@@ -543,7 +560,10 @@ async def _create_container(engine: Engine, spec: SandboxSpec, image: str) -> st
             command=[],
             entrypoint=_KEEPALIVE,
             hostname="sandbox",
-            user=spec.user or "",
+            # init and its keep-alive run as root (without capabilities) so that a sandbox
+            # user cannot kill them and take the container, and its workdir, down with them;
+            # every command runs as the spec's user
+            user="0:0" if spec.user else "",
             environment=spec.env,
             working_dir=spec.workdir,
             labels=_sandbox_labels(spec),

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from agentenv.sandbox import DockerSandbox, SandboxSpec, get_engine
+from agentenv.sandbox import DockerSandbox, SandboxError, SandboxSpec, get_engine
 
 pytestmark = pytest.mark.anyio
 
@@ -89,3 +89,14 @@ async def test_switching_user_needs_the_capabilities() -> None:
         assert (await checker.exec("id -u")).stdout.strip() == "0"
         bad = await checker.exec("true", user="agent")
         assert bad.exit_code == 126 and "numeric" in bad.stderr
+
+
+async def test_the_agent_cannot_take_the_sandbox_down() -> None:
+    spec = SandboxSpec(user=AGENT, read_only=True)
+    async with await DockerSandbox.create(spec) as agent:
+        owners = (await agent.exec("ps -o user=,pid= -p 1; ps -o user= --ppid 1")).stdout.split()
+        assert owners[0] == "root" and owners[1] == "1" and set(owners[2:]) == {"root"}
+        # kill everything it may signal: its own processes, the executor running this included
+        with pytest.raises(SandboxError, match="executor died"):
+            await agent.exec("kill -9 1; kill -9 -1; sleep 5", timeout=30)
+        assert (await agent.exec("echo still here")).stdout == "still here\n"
