@@ -8,6 +8,10 @@ A task's ``[verifier]`` table picks a kind:
 - ``file``: a file exists / equals a text / matches a regex / has a sha256;
 - ``json``: a JSON file equals a value, or contains it as a subset;
 - ``image``: a valid PNG, not blank, at least a given size;
+- ``outputs``: the agent's function (``module:function``) or program is run on the inputs of
+  a cases file, as the agent's user; the sandbox only *produces* outputs (plain JSON or
+  text), and the host compares them with the expected values, which never enter the
+  sandbox (the cases file stays on the host) and never meet an object the agent built;
 - ``composite``: checks combined by ``all``, ``any`` or ``weighted``.
 
 The verifier runs in a *checker sandbox*: a new container made from the task's prepared
@@ -24,17 +28,23 @@ failed check, never an exception. A check that cannot run gives a :class:`Score`
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import io
 import json
+import math
 import re
 import shlex
+import shutil
+import tarfile
+import tempfile
 import time
 import xml.etree.ElementTree as ET
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from agentenv.sandbox.errors import SandboxError, SandboxUnavailable
 from agentenv.sandbox.protocol import Sandbox
@@ -143,6 +153,56 @@ class ImageCheck(_Check):
     timeout_s: float = Field(60, gt=0)
 
 
+class OutputsCheck(_Check):
+    """Runs the agent's ``function`` (``"module:function"``, imported from the workdir; or
+    just ``"module"`` when every case names its function) or ``program`` (an argv, run in
+    the workdir) on each case's inputs, as the agent's user, and compares what came out
+    with the case's expectation on the host. ``cases`` is a JSON file in the task's hidden
+    ``tests/``, read on the host only (never copied into a sandbox): a list of
+
+    - for a function: ``{"name", "function"?, "args": [...], "kwargs": {...}}`` and
+      ``"expect": value`` or ``"raises": "ValueError"`` (that class or a subclass), and
+      optionally ``"expect_args"`` (the arguments as they are after the call: what it may
+      or must not mutate). Inputs are JSON; ``{"$tuple": [...]}``, ``{"$set": [...]}``,
+      ``{"$iter": [...]}`` and ``{"$bytes": "text"}`` stand for those Python values.
+      Tuples come back as lists, unless the case has ``"keep_tuples": true`` (then as
+      ``{"$tuple": [...]}``, to check a tuple is returned); anything JSON cannot hold
+      (a custom object, NaN) fails the case.
+    - for a program: ``{"name", "args": ["..."], "stdin": "...", "files": {"rel/path":
+      "content"}}`` with ``"expect": "stdout"``, ``"exit_code"`` (0 unless given) and
+      ``"stderr_contains"``. ``files`` are written to a folder of their own, readable by the
+      agent's user; ``{inputs}`` in an argument is replaced by its path.
+
+    Any case may set ``"timeout_s"`` (``timeout_s`` otherwise; all cases together have
+    ``total_timeout_s``) and ``"weight"``. ``compare``: ``json`` (equal values;
+    booleans are not numbers; numbers within ``abs_tol``; a program's stdout is parsed as
+    JSON), ``text`` (trailing whitespace of each line and trailing blank lines ignored),
+    ``lines`` (the same lines in any order, blank ones ignored) or ``exact``. ``build`` (a
+    bash command, run as the agent's user in the workdir) runs first; when it fails, every
+    case fails. The reward is the weighted fraction of cases passed with ``partial``, else
+    all or nothing. A missing or invalid cases file is a verifier error."""
+
+    kind: Literal["outputs"]
+    cases: str
+    function: str | None = Field(None, pattern=r"^[A-Za-z_][\w.]*(:[A-Za-z_][\w.]*)?$")
+    program: list[str] | None = Field(None, min_length=1)
+    build: str | None = None
+    compare: Literal["json", "text", "lines", "exact"] = "json"
+    abs_tol: float = Field(1e-9, ge=0)
+    partial: bool = False
+    timeout_s: float = Field(10, gt=0)  # per case
+    total_timeout_s: float = Field(300, gt=0)  # all cases together; the rest then fail
+    build_timeout_s: float = Field(300, gt=0)
+
+    @model_validator(mode="after")
+    def _function_or_program(self) -> OutputsCheck:
+        if (self.function is None) == (self.program is None):
+            raise ValueError("an outputs check needs either `function` or `program`")
+        if Path(self.cases).is_absolute() or ".." in Path(self.cases).parts:
+            raise ValueError(f"cases must be a path inside tests/, got {self.cases!r}")
+        return self
+
+
 class CompositeCheck(_Check):
     """Checks combined: ``all`` (1 only if every one passes), ``any``, or ``weighted`` (the
     weighted mean of their scores: partial credit)."""
@@ -153,7 +213,7 @@ class CompositeCheck(_Check):
 
 
 Check = Annotated[
-    CommandCheck | PytestCheck | FileCheck | JsonCheck | ImageCheck | CompositeCheck,
+    CommandCheck | PytestCheck | FileCheck | JsonCheck | ImageCheck | OutputsCheck | CompositeCheck,
     Field(discriminator="kind"),
 ]
 CompositeCheck.model_rebuild()
@@ -174,9 +234,10 @@ class _Run:
     check (so no check sees what an earlier one's agent code left) and stops the agent's
     processes after each."""
 
-    def __init__(self, sandbox: Sandbox, workspace: Workspace):
+    def __init__(self, sandbox: Sandbox, workspace: Workspace, tests: Path | None = None):
         self.sandbox = sandbox
         self.ws = workspace
+        self.tests = tests  # the task's hidden tests on the host (an outputs check's cases)
         self.leaves = 0
 
     async def fresh_workspace(self) -> None:
@@ -228,9 +289,10 @@ async def verify(
     Raises :class:`SandboxUnavailable` if the sandbox dies; any other failure to check is
     ``Score.error``."""
     started = time.monotonic()
-    run = _Run(sandbox, workspace)
+    run = _Run(sandbox, workspace, tests)
     try:
-        await prepare(sandbox, tests, workspace)
+        with _without_cases(tests, check) as sandbox_tests:  # expected outputs stay here
+            await prepare(sandbox, sandbox_tests, workspace)
         result, leaves = await _score(run, check)
         await run.stop_agent()
     except SandboxUnavailable:
@@ -496,6 +558,389 @@ async def _image(run: _Run, check: ImageCheck) -> CheckResult:
     return _result(check, name, 1.0 if verdict.get("ok") else 0.0, str(verdict.get("detail", "")))
 
 
+MAX_CASE_OUTPUT = 1 << 20  # bytes one case may produce (a result, a program's stdout)
+MAX_HARNESS_OUTPUT = 2 * MAX_REPORT  # what the host reads of call_function.py's lines
+
+
+class _Case(BaseModel):
+    """One case of an outputs check's cases file (see :class:`OutputsCheck`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str | None = None
+    function: str | None = Field(None, pattern=r"^([A-Za-z_][\w.]*:)?[A-Za-z_][\w.]*$")
+    args: list[Any] = []
+    kwargs: dict[str, Any] = {}
+    stdin: str | None = None
+    files: dict[str, str] = {}
+    expect: Any = None
+    raises: str | None = None
+    exit_code: int | None = None
+    stderr_contains: str | None = None
+    expect_args: list[Any] | None = None
+    keep_tuples: bool = False
+    timeout_s: float | None = Field(None, gt=0)
+    weight: float = Field(1.0, ge=0)
+
+
+_FUNCTION_ONLY = ("function", "kwargs", "raises", "expect_args", "keep_tuples")
+_PROGRAM_ONLY = ("stdin", "exit_code", "stderr_contains")
+
+
+def _load_cases(tests: Path | None, check: OutputsCheck) -> list[_Case]:
+    """The check's cases, read on the host; ``ValueError`` saying what is wrong with them."""
+    if tests is None:
+        raise ValueError("the task has no tests/ folder for the cases file")
+    path = tests / check.cases
+    try:
+        raw = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError(f"cannot read the cases file {check.cases}: {e}") from e
+    if not isinstance(raw, list) or not raw:
+        raise ValueError(f"{check.cases}: must be a non-empty list of cases")
+    cases = []
+    for i, item in enumerate(raw):
+        try:
+            case = _Case.model_validate(item)
+        except ValueError as e:  # pydantic's ValidationError is one
+            raise ValueError(f"{check.cases}: case {i}: {e}") from e
+        given = case.model_fields_set
+        where = f"{check.cases}: case {i} ({case.name or 'unnamed'})"
+        wrong = [f for f in (_PROGRAM_ONLY if check.function else _FUNCTION_ONLY) if f in given]
+        if wrong:
+            mode = "function" if check.function else "program"
+            raise ValueError(f"{where}: {', '.join(wrong)} cannot be used in {mode} mode")
+        if check.function is not None:
+            if ("expect" in given) == (case.raises is not None):
+                raise ValueError(f"{where}: needs either expect or raises")
+            if ":" not in check.function and case.function is None:
+                raise ValueError(f"{where}: needs a function (the check names only a module)")
+        else:
+            if not all(isinstance(a, str) for a in case.args):
+                raise ValueError(f"{where}: a program's args must be strings")
+            if not given & {"expect", "exit_code", "stderr_contains"}:
+                raise ValueError(f"{where}: expects nothing (expect, exit_code, stderr_contains)")
+        if "expect" in given and check.compare != "json" and not isinstance(case.expect, str):
+            raise ValueError(f"{where}: expect must be a string for compare = {check.compare!r}")
+        for rel in case.files:
+            parts = Path(rel).parts
+            if not parts or Path(rel).is_absolute() or ".." in parts:
+                raise ValueError(f"{where}: files: {rel!r} is not a relative path")
+        cases.append(case)
+    if sum(c.weight for c in cases) <= 0:
+        raise ValueError(f"{check.cases}: the cases' weights add up to 0")
+    return cases
+
+
+def _target(check: OutputsCheck, case: _Case) -> str:
+    assert check.function is not None
+    module = check.function.partition(":")[0]
+    if case.function is None:
+        return check.function
+    return case.function if ":" in case.function else f"{module}:{case.function}"
+
+
+def _with_inputs(value: Any, folder: str | None) -> Any:
+    """``value`` with ``{inputs}`` in its strings replaced by the case's inputs folder."""
+    if folder is None:
+        return value
+    if isinstance(value, str):
+        return value.replace("{inputs}", folder)
+    if isinstance(value, list):
+        return [_with_inputs(v, folder) for v in value]
+    if isinstance(value, dict):
+        return {k: _with_inputs(v, folder) for k, v in value.items()}
+    return value
+
+
+def _same(expected: Any, actual: Any, abs_tol: float) -> bool:
+    """Whether ``actual`` (parsed JSON, never an object the agent built) is ``expected``:
+    booleans are not numbers, numbers equal within ``abs_tol`` (integers exactly)."""
+    if isinstance(expected, bool) or isinstance(actual, bool):
+        return type(expected) is type(actual) and expected == actual
+    if isinstance(expected, int | float) and isinstance(actual, int | float):
+        if isinstance(expected, int) and isinstance(actual, int):
+            return expected == actual
+        try:
+            return math.isclose(expected, actual, rel_tol=0.0, abs_tol=abs_tol)
+        except OverflowError:
+            return False
+    if isinstance(expected, list):
+        return (
+            isinstance(actual, list)
+            and len(actual) == len(expected)
+            and all(_same(e, a, abs_tol) for e, a in zip(expected, actual, strict=True))
+        )
+    if isinstance(expected, dict):
+        return (
+            isinstance(actual, dict)
+            and expected.keys() == actual.keys()
+            and all(_same(v, actual[k], abs_tol) for k, v in expected.items())
+        )
+    if expected is None:
+        return actual is None
+    return isinstance(expected, str) and isinstance(actual, str) and expected == actual
+
+
+def _text_lines(text: str) -> list[str]:
+    lines = [line.rstrip() for line in text.split("\n")]
+    while lines and not lines[-1]:
+        lines.pop()
+    return lines
+
+
+def _matches(check: OutputsCheck, expected: Any, actual: Any) -> bool:
+    if check.compare == "json":
+        return _same(expected, actual, check.abs_tol)
+    if not isinstance(actual, str):
+        return False
+    if check.compare == "exact":
+        return bool(expected == actual)
+    if check.compare == "lines":
+        return sorted(filter(None, _text_lines(expected))) == sorted(
+            filter(None, _text_lines(actual))
+        )
+    return _text_lines(expected) == _text_lines(actual)
+
+
+def _short(value: Any, limit: int = 100) -> str:
+    text = json.dumps(value, ensure_ascii=False)
+    return text[:limit] + ("…" if len(text) > limit else "")
+
+
+async def _write_inputs(run: _Run, cases: list[_Case]) -> dict[int, str]:
+    """Write the cases' input files, root's and read-only for the agent, one folder per
+    case; returns those folders."""
+    wanted = [i for i, case in enumerate(cases) if case.files]
+    if not wanted:
+        return {}
+    base = f"{ROOT}/inputs-{run.leaves}"
+    await _run(run.sandbox, f"rm -rf {base} && mkdir -p {base} && chmod 0755 {base}", timeout=60)
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        folders: set[str] = set()
+        for i in wanted:
+            for rel, text in sorted(cases[i].files.items()):
+                path = Path(f"case-{i}", rel)
+                for parent in reversed(path.parents[:-1]):
+                    if str(parent) not in folders:
+                        folders.add(str(parent))
+                        info = tarfile.TarInfo(str(parent))
+                        info.type, info.mode = tarfile.DIRTYPE, 0o755
+                        tar.addfile(info)
+                data = text.encode()
+                info = tarfile.TarInfo(str(path))
+                info.size, info.mode = len(data), 0o644
+                tar.addfile(info, io.BytesIO(data))
+    await run.sandbox.upload_tar(buf.getvalue(), base)
+    return {i: f"{base}/case-{i}" for i in wanted}
+
+
+def _judge_call(check: OutputsCheck, case: _Case, got: dict[str, Any]) -> tuple[bool, str]:
+    """A function case's verdict from the harness's line (parsed JSON, checked here)."""
+    if "error" in got:
+        return False, f"error: {str(got['error'])[:200]}"
+    if "raised" in got:
+        names = got["raised"]
+        if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
+            return False, "unreadable result"
+        if case.raises is not None and case.raises in names:
+            return True, "ok"
+        return False, f"raised {names[0][:60]}: {str(got.get('message'))[:150]}"
+    if "value" not in got:
+        return False, "unreadable result"
+    if case.raises is not None:
+        return False, f"returned {_short(got['value'])} instead of raising {case.raises}"
+    if not _matches(check, case.expect, got["value"]):
+        return False, f"wrong result {_short(got['value'])}"
+    if case.expect_args is not None and not _same(case.expect_args, got.get("args"), 0.0):
+        return False, f"the arguments after the call are {_short(got.get('args'))}"
+    return True, "ok"
+
+
+async def _call_functions(
+    run: _Run, check: OutputsCheck, cases: list[_Case], folders: dict[int, str]
+) -> list[tuple[bool, str]]:
+    """Call the agent's function on every case's inputs through ``call_function.py`` (as
+    the agent's user, a fresh process per case) and judge its lines on the host."""
+    ws = run.ws
+    timeouts = [case.timeout_s or check.timeout_s for case in cases]
+    request = {
+        "max_result": MAX_CASE_OUTPUT,
+        "total_timeout": check.total_timeout_s,
+        "cases": [
+            {
+                "id": i,
+                "target": _target(check, case),
+                "args": _with_inputs(case.args, folders.get(i)),
+                "kwargs": _with_inputs(case.kwargs, folders.get(i)),
+                "timeout": timeouts[i],
+                "keep_tuples": case.keep_tuples,
+                "report_args": case.expect_args is not None,
+            }
+            for i, case in enumerate(cases)
+        ],
+    }
+    r = await run.sandbox.exec(
+        ["python3", "-I", f"{CHECKERS}/call_function.py", ws.workdir],
+        timeout=min(sum(timeouts), check.total_timeout_s) + 2.0 * len(cases) + 30,
+        cwd=ws.workdir,
+        env={"HOME": "/tmp"},
+        stdin=json.dumps(request).encode(),
+        max_output=min(len(cases) * (MAX_CASE_OUTPUT + 4096), MAX_HARNESS_OUTPUT),
+        user=ws.agent_user,
+    )
+    if r.exit_code in (126, 127):
+        raise SandboxError(f"cannot run call_function.py: {(r.stdout + r.stderr)[-500:]}")
+    if r.truncated:  # only the agent's code writing past the harness makes this much
+        return [(False, "the harness's output was too large")] * len(cases)
+    lines: dict[int, list[dict[str, Any]]] = {}
+    for raw in r.stdout_bytes.split(b"\n"):
+        try:
+            line = load_json(raw) if raw.strip() else None
+        except (ValueError, RecursionError):
+            continue  # the agent's code wrote something of its own
+        ident = line.get("id") if isinstance(line, dict) else None
+        if type(ident) is int and 0 <= ident < len(cases):
+            lines.setdefault(ident, []).append(line)  # type: ignore[arg-type]
+    why = "timed out" if r.timed_out else f"exit {r.exit_code}"
+    verdicts = []
+    for i, case in enumerate(cases):
+        found = lines.get(i, [])
+        if not found:
+            verdicts.append((False, f"no result (the harness: {why})"))
+        elif len(found) > 1:
+            verdicts.append((False, "more than one result line: output forged"))
+        else:
+            verdicts.append(_judge_call(check, case, found[0]))
+    return verdicts
+
+
+def _judge_run(check: OutputsCheck, case: _Case, r: Any, timeout: float) -> tuple[bool, str]:
+    """A program case's verdict from what the program did."""
+    if r.timed_out:
+        return False, f"timed out after {timeout:g} s"
+    if r.truncated:
+        return False, f"output larger than {MAX_CASE_OUTPUT} bytes"
+    want = 0 if case.exit_code is None else case.exit_code
+    if r.exit_code != want:
+        return False, f"exit {r.exit_code}, not {want}: {r.stderr.strip()[-150:]!r}"
+    if case.stderr_contains is not None and case.stderr_contains not in r.stderr:
+        return False, f"stderr lacks {case.stderr_contains!r}: {r.stderr.strip()[-100:]!r}"
+    if "expect" not in case.model_fields_set:
+        return True, "ok"
+    actual: Any = r.stdout
+    if check.compare == "json":
+        try:
+            actual = load_json(r.stdout_bytes)
+        except (ValueError, RecursionError):
+            return False, f"stdout is not JSON: {_short(r.stdout)}"
+    if not _matches(check, case.expect, actual):
+        return False, f"wrong output {_short(r.stdout)}"
+    return True, "ok"
+
+
+async def _run_programs(
+    run: _Run, check: OutputsCheck, cases: list[_Case], folders: dict[int, str]
+) -> list[tuple[bool, str]]:
+    """Run the agent's program once per case, as the agent's user, in the workdir."""
+    assert check.program is not None
+    ws, verdicts = run.ws, []
+    end = time.monotonic() + check.total_timeout_s
+    for i, case in enumerate(cases):
+        folder = folders.get(i)
+        left = end - time.monotonic()
+        if left <= 0:
+            verdicts.append((False, f"not run: the {check.total_timeout_s:g} s ran out"))
+            continue
+        timeout = min(case.timeout_s or check.timeout_s, left)
+        r = await run.sandbox.exec(
+            [*check.program, *_with_inputs(case.args, folder)],
+            timeout=timeout,
+            cwd=ws.workdir,
+            env={"HOME": "/tmp", **({"INPUTS": folder} if folder else {})},
+            stdin=(case.stdin or "").encode(),
+            max_output=MAX_CASE_OUTPUT,
+            user=ws.agent_user,
+        )
+        if r.timed_out:
+            await run.stop_agent()  # what it left running must not meet the next case
+        verdicts.append(_judge_run(check, case, r, timeout))
+    return verdicts
+
+
+async def _outputs(run: _Run, check: OutputsCheck) -> CheckResult:
+    name = f"outputs {check.cases}"
+    started = time.monotonic()
+    try:
+        cases = _load_cases(run.tests, check)
+    except ValueError as e:
+        return _result(check, name, 0.0, str(e)[:1000], error=True)
+    ws = run.ws
+    try:
+        folders = await _write_inputs(run, cases)
+        if check.build is not None:
+            built = await run.sandbox.exec(
+                check.build,
+                timeout=check.build_timeout_s,
+                cwd=ws.workdir,
+                env={"HOME": "/tmp"},
+                user=ws.agent_user,
+            )
+            if not built.ok:
+                how = "timed out" if built.timed_out else f"exit {built.exit_code}"
+                tail = (built.stdout + built.stderr).strip()[-800:]
+                return _result(check, name, 0.0, f"the build failed ({how}): {tail}")
+        if check.program is not None:
+            verdicts = await _run_programs(run, check, cases, folders)
+        else:
+            verdicts = await _call_functions(run, check, cases, folders)
+    finally:
+        await run.stop_agent()
+    weights = [case.weight for case in cases]
+    won = sum(w for w, (ok, _) in zip(weights, verdicts, strict=True) if ok)
+    passed = sum(ok for ok, _ in verdicts)
+    score = won / sum(weights) if check.partial else float(passed == len(cases))
+    failed = [
+        f"{case.name or f'case {i}'} ({why})"
+        for i, (case, (ok, why)) in enumerate(zip(cases, verdicts, strict=True))
+        if not ok
+    ]
+    detail = f"{passed}/{len(cases)} cases passed"
+    if failed:
+        detail += f"; failed: {'; '.join(failed[:10])}" + ("; …" if len(failed) > 10 else "")
+    one = _result(check, name, score, detail)
+    return one.model_copy(update={"duration_s": time.monotonic() - started})
+
+
+def _leaf_checks(check: Check) -> list[Check]:
+    if isinstance(check, CompositeCheck):
+        return [leaf for c in check.checks for leaf in _leaf_checks(c)]
+    return [check]
+
+
+@contextlib.contextmanager
+def _without_cases(tests: Path | None, check: Check) -> Iterator[Path | None]:
+    """``tests`` as a sandbox may have it: without the cases files of outputs checks, whose
+    expected values stay on the host (a copy, when there are any)."""
+    hidden = {
+        (tests / c.cases).resolve()
+        for c in _leaf_checks(check)
+        if tests is not None and isinstance(c, OutputsCheck)
+    }
+    if tests is None or not hidden or not tests.is_dir():
+        yield tests
+        return
+
+    def skip(folder: str, names: list[str]) -> list[str]:
+        return [n for n in names if (Path(folder) / n).resolve() in hidden]
+
+    with tempfile.TemporaryDirectory(prefix="agentenv-tests-") as tmp:
+        copy = Path(tmp) / "tests"
+        shutil.copytree(tests, copy, symlinks=True, ignore=skip)
+        yield copy
+
+
 async def _composite(run: _Run, check: CompositeCheck) -> tuple[CheckResult, list[CheckResult]]:
     scored = [await _score(run, c) for c in check.checks]
     parts = [p for p, _ in scored]
@@ -519,4 +964,5 @@ _SCORERS: dict[type, Callable[[_Run, Any], Awaitable[CheckResult]]] = {
     FileCheck: _file,
     JsonCheck: _json,
     ImageCheck: _image,
+    OutputsCheck: _outputs,
 }

@@ -1,13 +1,12 @@
-"""Regenerates tests/cases/*: input, args and expected output (deterministic).
-Not part of the workspace."""
+"""Regenerates tests/cases.json, the outputs check's cases: args, stdin and the expected
+output of reference.py, then the usage errors (deterministic). Run from the task folder.
+Not part of the workspace; the cases file never enters a sandbox."""
 
+import json
 import random
 import subprocess
 from pathlib import Path
 
-cases = Path("tests/cases")
-for old in cases.glob("*"):
-    old.unlink()
 rng = random.Random(5)
 
 text1 = (
@@ -64,11 +63,24 @@ inputs = {
     "08-many-words": (["15"], "".join(big).encode()),
     "09-ties": (["6"], b"pear fig kiwi apple fig pear date kiwi apple banana cherry date"),
 }
+cases = []
 for name, (args, data) in inputs.items():
-    (cases / f"{name}.in").write_bytes(data)
-    (cases / f"{name}.args").write_text(" ".join(args) + "\n")
     out = subprocess.run(
-        ["python3", "tests/reference.py", *args], input=data, capture_output=True, check=True
+        ["python3", "reference.py", *args], input=data, capture_output=True, check=True
     ).stdout
-    (cases / f"{name}.out").write_bytes(out)
+    cases.append({"name": name, "args": args, "stdin": data.decode(), "expect": out.decode()})
     print(name, len(data), "bytes in,", out.count(b"\n"), "lines out")
+for bad in ["0", "-3", "abc", "5x", ""]:
+    cases.append(
+        {
+            "name": f"usage: N={bad!r}",
+            "args": [bad],
+            "stdin": "",
+            "expect": "",
+            "exit_code": 2,
+            "stderr_contains": "usage: wordfreq [N]",
+        }
+    )
+cases.append({"name": "usage: two arguments", "args": ["1", "2"], "stdin": "", "exit_code": 2})
+text = "[\n" + ",\n".join(json.dumps(c, ensure_ascii=False) for c in cases) + "\n]\n"
+Path("tests/cases.json").write_text(text)

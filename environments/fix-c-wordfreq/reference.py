@@ -1,4 +1,4 @@
-"""What wordfreq should print: reference.py N < input (used to make the expected files)."""
+"""What wordfreq should print: reference.py N < input (make_cases.py uses it for the expected outputs)."""
 
 import re
 import sys
