@@ -268,17 +268,37 @@ class _Run:
 
 async def prepare(sandbox: Sandbox, tests: Path | None, workspace: Workspace) -> None:
     """Lay out a checker sandbox: ``/agentenv`` (root's, 0700 for the hidden tests) with the
-    checker programs and the hidden tests, and the agent's workspace in the workdir."""
+    checker programs and the hidden tests, and the agent's workspace in the workdir. Two
+    commands and two archives, whatever the number of files."""
+    wd, user = shlex.quote(workspace.workdir), shlex.quote(workspace.agent_user)
+    await _run(sandbox, f"rm -rf {ROOT} {wd} && mkdir -p {ROOT} {wd}", timeout=60)
+    await sandbox.upload_tar(_layout(tests), ROOT)
     await _run(
         sandbox,
-        f"rm -rf {ROOT} && mkdir -p {OUT} {TESTS} {CHECKERS} && chmod 0755 {ROOT} {CHECKERS}"
-        f" && chmod 0700 {TESTS} {OUT}",
+        f"mkdir -p {OUT} {TESTS} && chmod 0755 {ROOT} {CHECKERS} && chmod 0700 {TESTS} {OUT}"
+        f" && chown {user} {wd} && chmod 0755 {wd}",
         timeout=60,
     )
-    await sandbox.upload(CHECKERS_DIR, CHECKERS)
-    if tests is not None and tests.is_dir():
-        await sandbox.upload(tests, TESTS)
-    await _Run(sandbox, workspace).fresh_workspace()
+    await sandbox.upload_tar(workspace.archive, workspace.workdir)
+
+
+def _layout(tests: Path | None) -> bytes:
+    """``verifiers/`` (our checkers) and ``tests/`` (the task's hidden tests) as one tar,
+    owned by root."""
+
+    def root(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
+        if "__pycache__" in info.name.split("/"):
+            return None
+        info.uid = info.gid = 0
+        info.uname = info.gname = "root"
+        return info
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        tar.add(CHECKERS_DIR, arcname=CHECKERS.rsplit("/", 1)[1], filter=root)
+        if tests is not None and tests.is_dir():
+            tar.add(tests, arcname=TESTS.rsplit("/", 1)[1], filter=root)
+    return buf.getvalue()
 
 
 async def verify(
