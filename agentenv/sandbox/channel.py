@@ -35,12 +35,13 @@ _BOOTSTRAP = (
     "exec(compile(b,'agentenv-executor','exec'))\n"
 )
 # The interpreter by absolute path, never through the sandbox's PATH (a root agent could
-# put its own python3 first): the usual places, in order.
+# put its own python3 first): the usual places, in order. Isolated (-I): the working
+# directory (a workspace with a json.py, say) and PYTHON* variables never reach sys.path.
 _PYTHON = [
     "/bin/sh",
     "-c",
     'for p in /usr/bin/python3 /usr/local/bin/python3 /bin/python3; do [ -x "$p" ] && exec "$p"'
-    ' -c "$0" "$1"; done; echo "agentenv: no python3" >&2; exit 127',
+    ' -I -c "$0" "$1"; done; echo "agentenv: no python3" >&2; exit 127',
 ]
 _OS_ERRORS: dict[str, type[OSError]] = {
     "FileNotFoundError": FileNotFoundError,

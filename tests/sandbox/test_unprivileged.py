@@ -8,6 +8,7 @@ import io
 import tarfile
 from collections.abc import AsyncIterator
 
+import anyio
 import pytest
 
 from agentenv.sandbox import DockerSandbox, SandboxError, SandboxSpec, get_engine
@@ -100,3 +101,20 @@ async def test_the_agent_cannot_take_the_sandbox_down() -> None:
         with pytest.raises(SandboxError, match="executor died"):
             await agent.exec("kill -9 1; kill -9 -1; sleep 5", timeout=30)
         assert (await agent.exec("echo still here")).stdout == "still here\n"
+
+
+async def test_a_new_executor_never_imports_from_the_workdir() -> None:
+    # a module in the workdir shadowing one the executor imports must not run in it
+    spec = SandboxSpec(user=AGENT, read_only=True)
+    async with await DockerSandbox.create(spec) as box:
+        for name in ("json", "select", "subprocess", "struct"):
+            await box.write_file(f"/workspace/{name}.py", b"import os\nos._exit(9)\n")
+        out: dict[str, str] = {}
+
+        async def run(word: str, delay: float) -> None:
+            out[word] = (await box.exec(f"sleep {delay} && echo {word}")).stdout
+
+        async with anyio.create_task_group() as tg:  # two at once: a second executor starts
+            tg.start_soon(run, "a", 1.0)
+            tg.start_soon(run, "b", 0.1)
+        assert out == {"a": "a\n", "b": "b\n"}
