@@ -115,6 +115,11 @@ def safe_workspace(archive: bytes, workdir: str, user: str) -> tuple[bytes, list
         members = src.getmembers()
     except (tarfile.TarError, OSError, EOFError) as e:
         return workspace_tar(None, user), [f"unreadable archive: {e}"]
+    links = {}
+    for m in members:
+        name = posixpath.normpath(m.name)
+        if m.issym() and name.startswith(base + "/"):
+            links[name[len(base) + 1 :]] = m.linkname
     with src, tarfile.open(fileobj=out, mode="w") as dst:
         for m in members:
             name = posixpath.normpath(m.name)
@@ -133,7 +138,7 @@ def safe_workspace(archive: bytes, workdir: str, user: str) -> tuple[bytes, list
             elif m.isreg():
                 info.size = m.size
                 dst.addfile(info, src.extractfile(m))
-            elif m.issym() and _inside(rel, m.linkname, workdir):
+            elif m.issym() and _inside(rel, links, workdir):
                 info.type, info.linkname = tarfile.SYMTYPE, m.linkname
                 dst.addfile(info)
             else:  # devices, FIFOs, hard links, symlinks leading out (into hidden tests)
@@ -141,13 +146,42 @@ def safe_workspace(archive: bytes, workdir: str, user: str) -> tuple[bytes, list
     return out.getvalue(), dropped
 
 
-def _inside(rel: str, target: str, workdir: str) -> bool:
-    if target.startswith("/"):
-        resolved = posixpath.normpath(target)
-        root = workdir.rstrip("/")
-        return resolved == root or resolved.startswith(root + "/")
-    resolved = posixpath.normpath(posixpath.join(posixpath.dirname(rel), target))
-    return resolved != ".." and not resolved.startswith("../")
+def _inside(link: str, links: dict[str, str], workdir: str) -> bool:
+    """Whether the symlink ``link`` (a path relative to the workdir) resolves inside the
+    workdir, following the archive's other symlinks as the kernel would: ``up -> .`` then
+    ``x -> up/../../etc`` climbs out, though ``up/../..`` alone would not say so."""
+    root = workdir.rstrip("/")
+    hops = 0
+
+    def walk(at: list[str], path: str) -> list[str] | None:
+        nonlocal hops
+        if path.startswith("/"):
+            if path != root and not path.startswith(root + "/"):
+                return None
+            at, path = [], path[len(root) :]
+        for part in path.split("/"):
+            if part in ("", "."):
+                continue
+            if part == "..":
+                if not at:
+                    return None  # above the workdir
+                at = at[:-1]
+                continue
+            here = "/".join([*at, part])
+            if here in links:
+                hops += 1
+                if hops > 40:  # a loop: the kernel gives up too
+                    return None
+                found = walk(at, links[here])
+                if found is None:
+                    return None
+                at = found
+            else:
+                at = [*at, part]
+        return at
+
+    parent = posixpath.dirname(link)
+    return walk(parent.split("/") if parent else [], links[link]) is not None
 
 
 # -- the lifecycle --------------------------------------------------------------------------
