@@ -241,12 +241,9 @@ class _Run:
         self.leaves = 0
 
     async def fresh_workspace(self) -> None:
-        wd, user = shlex.quote(self.ws.workdir), shlex.quote(self.ws.agent_user)
-        await _run(
-            self.sandbox,
-            f"rm -rf {wd} && mkdir -p {wd} && chown {user} {wd} && chmod 0755 {wd}",
-            timeout=120,
-        )
+        """The agent's workspace as it handed it in, and nothing it left in /tmp or
+        /dev/shm (the only other places the agent's user can write)."""
+        await _run(self.sandbox, _empty(self.ws), timeout=120)
         await self.sandbox.upload_tar(self.ws.archive, self.ws.workdir)
 
     async def stop_agent(self) -> None:
@@ -270,16 +267,30 @@ async def prepare(sandbox: Sandbox, tests: Path | None, workspace: Workspace) ->
     """Lay out a checker sandbox: ``/agentenv`` (root's, 0700 for the hidden tests) with the
     checker programs and the hidden tests, and the agent's workspace in the workdir. Two
     commands and two archives, whatever the number of files."""
-    wd, user = shlex.quote(workspace.workdir), shlex.quote(workspace.agent_user)
-    await _run(sandbox, f"rm -rf {ROOT} {wd} && mkdir -p {ROOT} {wd}", timeout=60)
+    await _run(sandbox, f"mkdir -p {ROOT} && {_clear(ROOT)}", timeout=60)
     await sandbox.upload_tar(_layout(tests), ROOT)
     await _run(
         sandbox,
         f"mkdir -p {OUT} {TESTS} && chmod 0755 {ROOT} {CHECKERS} && chmod 0700 {TESTS} {OUT}"
-        f" && chown {user} {wd} && chmod 0755 {wd}",
+        f" && {_empty(workspace)}",
         timeout=60,
     )
     await sandbox.upload_tar(workspace.archive, workspace.workdir)
+
+
+def _clear(*folders: str) -> str:
+    """A command emptying ``folders`` (which may be mount points, so not removed)."""
+    quoted = " ".join(shlex.quote(f) for f in folders)
+    return f"find {quoted} -mindepth 1 -maxdepth 1 -exec rm -rf {{}} +"
+
+
+def _empty(ws: Workspace) -> str:
+    """A command leaving an empty workdir owned by the agent, and empty /tmp and /dev/shm."""
+    wd, user = shlex.quote(ws.workdir), shlex.quote(ws.agent_user)
+    return (
+        f"mkdir -p {wd} && {_clear(ws.workdir, '/tmp')} && "
+        f"{{ [ ! -d /dev/shm ] || {_clear('/dev/shm')}; }} && chown {user} {wd} && chmod 0755 {wd}"
+    )
 
 
 def _layout(tests: Path | None) -> bytes:

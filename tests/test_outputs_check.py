@@ -377,9 +377,10 @@ SEES_LEAK = "import leak\n\ndef test_imports():\n    assert leak.answer\n"
 async def test_the_cases_file_never_reaches_the_sandbox(tmp_path: Path) -> None:
     cases = [{"name": f"secret {i}", "args": [i], "expect": f"s3cret-{i}"} for i in range(2)]
     outputs = {"kind": "outputs", "cases": "cases.json", "function": "leak:answer", "weight": 1}
-    # as root, after the others: the pytest run's copy is there, the cases file nowhere
-    look = "test -e /tmp/leak/test_sees_leak.py && ! test -e /tmp/leak/cases.json"
-    look += " && ! find / -xdev -name cases.json 2>/dev/null | grep -q ."
+    # as root, after the others: the pytest run's copy was wiped with /tmp between checks,
+    # and the cases file is nowhere (/agentenv and the workdir are mounts of their own)
+    look = "! test -e /tmp/leak"
+    look += " && ! find / /agentenv /workspace /tmp -xdev -name cases.json 2>/dev/null | grep -q ."
     verifier = {
         "kind": "composite",
         "mode": "weighted",

@@ -38,7 +38,7 @@ from agentenv.sandbox import DockerSandbox, SandboxError, SandboxSpec, remove_sn
 from agentenv.sandbox.errors import EngineUnavailable, SandboxUnavailable
 from agentenv.sandbox.protocol import Snapshot
 from agentenv.tasks import Task
-from agentenv.verify import CHECKER_CAPS, CheckResult, Score, Workspace, verify
+from agentenv.verify import CHECKER_CAPS, ROOT, CheckResult, Score, Workspace, verify
 
 log = structlog.get_logger(__name__)
 
@@ -204,8 +204,19 @@ def agent_spec(prepared: Prepared, *, outlive_owner: bool = False) -> SandboxSpe
 
 
 def checker_spec(image: str, task: Task) -> SandboxSpec:
-    """A checker sandbox: root that can lay files out and drop to the agent's user."""
-    return SandboxSpec(image=image, workdir=task.workdir, user=_ROOT, cap_add=CHECKER_CAPS)
+    """A checker sandbox: root that can lay files out and drop to the agent's user, on a
+    read-only root filesystem (so the agent's code run by a check can leave nothing behind
+    but in the workdir, ``/tmp`` and ``/dev/shm``, which are wiped between checks)."""
+    return SandboxSpec(
+        image=image,
+        workdir=task.workdir,
+        user=_ROOT,
+        cap_add=CHECKER_CAPS,
+        read_only=True,
+        disk=task.disk,
+        scratch=(ROOT,),
+        env={"HOME": "/tmp"},
+    )
 
 
 async def prepare(

@@ -522,18 +522,23 @@ async def _create_container(engine: Engine, spec: SandboxSpec, image: str) -> st
         # the engine fills from the image's workdir and that `docker cp` (upload, download)
         # reaches, and /tmp. Counted against the memory limit, as tmpfs is.
         owner = _tmpfs_owner(spec.user)
-        mounts.append(
-            docker.types.Mount(
-                target=spec.workdir,
-                source=None,
-                type="volume",
-                labels=labels_for("volume", spec.ttl_s, spec.labels),
-                driver_config=docker.types.DriverConfig(
-                    "local",
-                    {"type": "tmpfs", "device": "tmpfs", "o": f"size={spec.disk},mode=0755{owner}"},
-                ),
+        for target in (spec.workdir, *spec.scratch):
+            mounts.append(
+                docker.types.Mount(
+                    target=target,
+                    source=None,
+                    type="volume",
+                    labels=labels_for("volume", spec.ttl_s, spec.labels),
+                    driver_config=docker.types.DriverConfig(
+                        "local",
+                        {
+                            "type": "tmpfs",
+                            "device": "tmpfs",
+                            "o": f"size={spec.disk},mode=0755{owner}",
+                        },
+                    ),
+                )
             )
-        )
         tmpfs["/tmp"] = f"rw,exec,nosuid,nodev,size={spec.tmp_size},mode=1777"
     host_config = api.create_host_config(
         read_only=spec.read_only,

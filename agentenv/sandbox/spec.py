@@ -104,6 +104,11 @@ class SandboxSpec(BaseModel):
         2 << 30, description="bytes the workdir volume may hold when read_only (accepts '2g')"
     )
     tmp_size: int = Field(512 << 20, description="bytes /tmp may hold when read_only")
+    scratch: tuple[str, ...] = Field(
+        (),
+        description="more writable folders when read_only (absolute): each a fresh volume of "
+        "at most `disk` bytes, owned by the spec's user, reachable by upload",
+    )
     cap_add: tuple[str, ...] = Field((), description="capabilities added back, e.g. 'CHOWN'")
     labels: dict[str, str] = Field(default_factory=dict)
     ttl_s: float = Field(24 * 3600, gt=0, description="after this, `agentenv gc` may remove it")
@@ -134,6 +139,14 @@ class SandboxSpec(BaseModel):
     def _user(cls, value: str | None) -> str | None:
         if value is not None and not re.fullmatch(r"[A-Za-z0-9_.-]+(:[A-Za-z0-9_.-]+)?", value):
             raise ValueError(f"user must be 'name', 'uid' or 'uid:gid', got {value!r}")
+        return value
+
+    @field_validator("scratch")
+    @classmethod
+    def _scratch(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for path in value:
+            if not path.startswith("/") or path.rstrip("/") == "":
+                raise ValueError(f"scratch folders must be absolute and not '/', got {path!r}")
         return value
 
     @field_validator("workdir")
