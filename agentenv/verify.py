@@ -46,6 +46,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from agentenv._resources import checkers_dir
 from agentenv.sandbox.errors import SandboxError, SandboxUnavailable
 from agentenv.sandbox.protocol import Sandbox
 
@@ -53,7 +54,7 @@ ROOT = "/agentenv"  # hidden tests, checkers and their output; never visible dur
 TESTS = f"{ROOT}/tests"
 CHECKERS = f"{ROOT}/verifiers"
 OUT = f"{ROOT}/out"
-CHECKERS_DIR = Path(__file__).resolve().parent.parent / "verifiers"
+CHECKERS_DIR = checkers_dir()  # the checker programs, from the package or the checkout
 AGENT_USER = "1000:1000"
 """The agent's user (``uid:gid``) unless a task asks for root."""
 AS_AGENT = f"python3 -I {CHECKERS}/as_agent.py"
