@@ -39,7 +39,6 @@ import shutil
 import tarfile
 import tempfile
 import time
-import xml.etree.ElementTree as ET
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -410,66 +409,45 @@ async def _command(run: _Run, check: CommandCheck) -> CheckResult:
 async def _pytest(run: _Run, check: PytestCheck) -> CheckResult:
     name = f"pytest {' '.join(check.args)}"
     ws, box = run.ws, run.sandbox
-    out = f"{OUT}/pytest-{run.leaves}"
-    junit = f"{out}/junit.xml"
-    argv = ["python3", "-I", f"{CHECKERS}/run_pytest.py", ws.workdir, junit, "--", *check.args]
-    # pytest imports the agent's code, so it runs as the agent's user, reading the tests
-    # for this check only; what that code can still do is in docs/verification.md
-    user = shlex.quote(ws.agent_user)
-    await _run(
-        box,
-        f"mkdir -p {out} && chown {user} {out} && chmod 0711 {OUT} && chmod -R a+rX {TESTS}",
-        timeout=60,
-    )
+    argv = ["python3", "-I", f"{CHECKERS}/run_pytest.py", ws.agent_user, ws.workdir, "--"]
+    # pytest imports the agent's code: run_pytest.py (root) runs it in a child as the
+    # agent's user, reading the tests for this check only, and takes one report from it;
+    # what that code can still do in its own process is in docs/verification.md
+    await _run(box, f"chmod -R a+rX {TESTS}", timeout=60)
     try:
         r = await box.exec(
-            shlex.join(argv),
+            [*argv, *check.args],
             timeout=check.timeout_s,
             cwd=TESTS,
             env={"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "HOME": "/tmp"},
-            user=ws.agent_user,
+            max_output=MAX_REPORT,
         )
     finally:
         await run.stop_agent()
-        await _run(box, f"chmod -R go-rwx {TESTS} && chmod 0700 {OUT}", timeout=60)
-    tail = (r.stdout + r.stderr).strip()[-1500:]
+        await _run(box, f"chmod -R go-rwx {TESTS}", timeout=60)
     if r.timed_out:  # the code under test hung: the agent failing
         return _result(check, name, 0.0, f"timed out after {check.timeout_s:g} s")
-    xml = await _read_capped(box, junit)
-    if xml is None:
+    lines = r.stdout_bytes.strip().splitlines()
+    found = load_json(lines[-1]) if lines and not r.truncated else None
+    if not isinstance(found, dict):
+        return _result(check, name, 0.0, f"run_pytest crashed: {r.stderr[-500:]}", error=True)
+    outcomes, log = found.get("outcomes"), str(found.get("log", ""))[-1500:]
+    if not isinstance(outcomes, dict):
         # pytest and our runner are ours; the code under test killed the run (os._exit, a
-        # signal) or left a report too big to read: the agent failing, graded 0
-        return _result(check, name, 0.0, f"the tests did not finish (exit {r.exit_code}): {tail}")
-    total, failed, names = _junit(xml)
-    if total == 0:
-        return _result(check, name, 0.0, "no tests were collected", error=True)
-    passed = total - failed
-    score = passed / total if check.partial else float(failed == 0)
-    detail = f"{passed}/{total} passed" + (f"; failed: {', '.join(names[:10])}" if names else "")
-    return _result(check, name, score, detail)
-
-
-def _junit(xml: bytes) -> tuple[int, int, list[str]]:
-    """(tests, failed, names of those failed, errored or skipped) from a JUnit XML report;
-    raises on a report that is not one (the caller scores that 0)."""
-    root = ET.fromstring(xml)
-    total, failed, names = 0, 0, []
-    for case in root.iter("testcase"):
-        total += 1
-        # a skipped test did not pass: the code under test can skip itself
-        if any(child.tag in ("failure", "error", "skipped") for child in case):
-            failed += 1
-            names.append(f"{case.get('classname', '')}.{case.get('name', '')}".strip("."))
-    # collection errors appear as suite-level errors without test cases
-    for suite in root.iter("testsuite"):
-        extra = int(suite.get("errors", "0")) - sum(
-            1 for c in suite.iter("testcase") if any(x.tag == "error" for x in c)
+        # signal) or forged, doubled or withheld the report: the agent failing, graded 0
+        return _result(
+            check, name, 0.0, f"the tests gave no report (exit {found.get('exit')}): {log}"
         )
-        if extra > 0:
-            total += extra
-            failed += extra
-            names.append("collection error")
-    return total, failed, names
+    if not outcomes:
+        return _result(check, name, 0.0, f"no tests were collected: {log}", error=True)
+    # a skipped test did not pass: the code under test can skip itself
+    failed = sorted(str(k) for k, v in outcomes.items() if v != "passed")
+    passed = len(outcomes) - len(failed)
+    score = passed / len(outcomes) if check.partial else float(not failed)
+    detail = f"{passed}/{len(outcomes)} passed"
+    if failed:
+        detail += f"; failed: {', '.join(failed[:10])}"
+    return _result(check, name, score, detail)
 
 
 async def _read_capped(sandbox: Sandbox, path: str, limit: int = MAX_REPORT) -> bytes | None:

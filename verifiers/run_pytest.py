@@ -1,17 +1,84 @@
-"""Run the hidden tests: run_pytest.py WORKDIR JUNIT_XML -- ARGS...
+"""Run the hidden tests: run_pytest.py UID:GID WORKDIR -- ARGS...
 
-Started as ``python3 -I`` with the tests folder as the working directory, so neither the
-environment nor the agent's folder can put a module ahead of the standard library or
-pytest; the workdir is appended last, for the tests to import the agent's code.
+Started as root with ``python3 -I`` in the tests folder. The tests import the agent's code,
+so pytest runs in a child that drops to the agent's user first; the agent's code shares that
+child's process, so the verdict is kept away from it as far as a process boundary allows:
+
+- the child reports to this parent over a pipe, once, at the end of the session, with a
+  nonce it read (and closed the pipe of) before any of the agent's code was imported; this
+  parent accepts exactly one report carrying the nonce, so a report forged at import or at
+  exit, a second one, or none (``os._exit``) is no verdict, and the checks score 0;
+- the child's stdout and stderr go to a pipe this parent drains for the log, so nothing the
+  agent's code prints reaches the host; the result is this parent's last stdout line.
+
+What the agent's code can still do in its own process (read the tests, patch pytest, find
+the nonce in memory) is listed in docs/verification.md.
+
+pytest runs in isolated mode with our own ``pytest.ini`` forced (``-c``), conftest lookup
+confined to the tests, and the workdir appended last to ``sys.path``.
 """
 
+import json
 import os
+import select
 import sys
+import time
+
+MAX_REPORT = 8 << 20
+LOG_TAIL = 4000
+LINGER_S = 0.5  # after the child exits: a grandchild holding our pipes cannot make us wait
 
 
-def main():
-    workdir, junit = sys.argv[1], sys.argv[2]
-    args = sys.argv[sys.argv.index("--") + 1 :] if "--" in sys.argv else ["."]
+class Reporter(object):
+    """The child's pytest plugin: per-test outcomes, written once at the session's end."""
+
+    def __init__(self, report_fd, nonce_fd):
+        self.report_fd = report_fd
+        self.nonce_fd = nonce_fd
+        self.nonce = ""
+        self.outcomes = {}
+
+    def pytest_configure(self, config):
+        # before collection imports anything of the agent's
+        self.nonce = os.read(self.nonce_fd, 64).decode()
+        os.close(self.nonce_fd)
+
+    def pytest_collectreport(self, report):
+        if report.failed:
+            self.outcomes[report.nodeid or "collection"] = "error"
+        elif report.skipped:  # a module that skipped itself (the agent's code can do that)
+            self.outcomes[report.nodeid or "collection"] = "skipped"
+
+    def pytest_runtest_logreport(self, report):
+        before = self.outcomes.get(report.nodeid)
+        if report.failed:
+            now = "failed" if report.when == "call" else "error"
+        elif report.skipped:
+            now = "skipped"
+        elif report.when == "call":
+            now = "passed"
+        else:
+            return
+        if before in (None, "passed"):
+            self.outcomes[report.nodeid] = now
+
+    def pytest_sessionfinish(self, session, exitstatus):
+        data = json.dumps({"nonce": self.nonce, "outcomes": self.outcomes}).encode()
+        while data:
+            data = data[os.write(self.report_fd, data) :]
+        os.close(self.report_fd)
+
+
+def child(user, workdir, args, report_fd, nonce_fd, log_fd):
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.dup2(log_fd, 1)
+    os.dup2(log_fd, 2)
+    uid, _, gid = user.partition(":")
+    os.setgroups([])
+    os.setgid(int(gid or uid))
+    os.setuid(int(uid))
+    os.environ["HOME"] = "/tmp"
     tests = os.getcwd()
     here = os.path.dirname(os.path.abspath(__file__))
     sys.path.append(workdir)
@@ -25,13 +92,67 @@ def main():
         tests,
         "--confcutdir",
         tests,
-        "--junitxml",
-        junit,
-        "-o",
-        "junit_family=xunit1",
     ] + [a if a.startswith("-") else os.path.join(tests, a) for a in args]
     os.chdir(workdir)  # tests may open the agent's files by relative path
-    return pytest.main(argv)
+    reporter = Reporter(report_fd, nonce_fd)
+    return int(pytest.main(argv, plugins=[reporter]))
+
+
+def main():
+    user, workdir = sys.argv[1], sys.argv[2]
+    args = sys.argv[sys.argv.index("--") + 1 :] if "--" in sys.argv else ["."]
+    nonce = os.urandom(16).hex()
+    report_r, report_w = os.pipe()
+    nonce_r, nonce_w = os.pipe()
+    log_r, log_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        for fd in (report_r, nonce_w, log_r):
+            os.close(fd)
+        try:
+            code = child(user, workdir, args, report_w, nonce_r, log_w)
+        except BaseException as e:  # whatever happened, the child ends here
+            os.write(2, ("run_pytest: %s: %s\n" % (type(e).__name__, e)).encode())
+            code = 3
+        os._exit(code)
+    for fd in (report_w, nonce_r, log_w):
+        os.close(fd)
+    os.write(nonce_w, nonce.encode())
+    os.close(nonce_w)
+    report, log, status, exited_at = b"", b"", None, None
+    open_fds = {report_r, log_r}
+    while open_fds:
+        if status is None:
+            done, status_now = os.waitpid(pid, os.WNOHANG)
+            if done:
+                status, exited_at = status_now, time.monotonic()
+        if exited_at is not None and time.monotonic() - exited_at > LINGER_S:
+            break
+        ready, _, _ = select.select(list(open_fds), [], [], 0.05)
+        for fd in ready:
+            data = os.read(fd, 65536)
+            if not data:
+                open_fds.discard(fd)
+            elif fd == report_r:
+                report += data
+                if len(report) > MAX_REPORT:
+                    open_fds.discard(report_r)  # too big: no verdict
+                    report = b"!"
+            else:
+                log = (log + data)[-LOG_TAIL:]
+    if status is None:
+        _, status = os.waitpid(pid, 0)
+    code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else -os.WTERMSIG(status)
+    outcomes = None
+    try:
+        found = json.loads(report.decode())
+        if isinstance(found, dict) and found.get("nonce") == nonce:
+            outcomes = found.get("outcomes")
+    except ValueError:
+        pass  # none, two, cut or forged: no verdict
+    line = {"outcomes": outcomes, "exit": code, "log": log.decode("utf-8", "replace")}
+    sys.stdout.write("\n" + json.dumps(line) + "\n")
+    return 0
 
 
 if __name__ == "__main__":
