@@ -306,6 +306,28 @@ async def test_upload_folder_and_download_tar(sandbox: Sandbox, tmp_path: Path) 
         await sandbox.download("/no/such/path")
 
 
+async def test_upload_tar_extracts_into_a_folder_and_download_works_paused(
+    sandbox: Sandbox,
+) -> None:
+    dest = _unique("extracted")
+    assert (await sandbox.exec(["mkdir", "-p", dest])).exit_code == 0
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name, data in (("top.txt", b"top"), ("deep/er.txt", b"deeper")):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    await sandbox.upload_tar(buf.getvalue(), dest)
+    assert await sandbox.read_file(f"{dest}/deep/er.txt") == b"deeper"
+    await sandbox.pause()
+    try:  # the final state is read with the sandbox frozen
+        archive = await sandbox.download(dest)
+    finally:
+        await sandbox.resume()
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        assert f"{Path(dest).name}/top.txt" in tar.getnames()
+
+
 async def test_closed_sandbox_refuses_every_call(make_sandbox: MakeSandbox) -> None:
     box = await make_sandbox()
     assert (await box.exec("true")).exit_code == 0
