@@ -25,6 +25,8 @@ import io
 import posixpath
 import tarfile
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import anyio
@@ -299,25 +301,98 @@ async def verify_workspace(prepared: Prepared, workspace: bytes) -> Score:
     return await _verify_in(prepared.image, prepared, workspace)
 
 
-async def _verify_in(image: str, prepared: Prepared, workspace: bytes) -> Score:
+class CheckerAhead:
+    """A checker sandbox made while the agent works (then paused: it uses no CPU), so that
+    verification does not wait for a container to be created. Never used before it is
+    taken; see :func:`checker_ahead`."""
+
+    def __init__(self, prepared: Prepared):
+        self._prepared = prepared
+        self._box: DockerSandbox | None = None
+        self._made = anyio.Event()
+
+    async def make(self) -> None:
+        """Create and pause it; a failure leaves nothing (verification then makes its own)."""
+        task = self._prepared.task
+        try:
+            box = await DockerSandbox.create(checker_spec(self._prepared.image, task))
+            try:
+                await box.pause()
+            except BaseException:
+                await box.close()
+                raise
+            self._box = box
+        except Exception as e:
+            log.info("episode.checker_ahead_failed", task=task.id, error=str(e))
+        finally:
+            self._made.set()
+
+    async def take(self) -> DockerSandbox | None:
+        """The sandbox, thawed and now the caller's to close (``None`` if it could not be
+        made)."""
+        await self._made.wait()
+        box, self._box = self._box, None
+        if box is not None:
+            try:
+                await box.resume()
+            except BaseException:
+                await box.close()
+                raise
+        return box
+
+    async def discard(self) -> None:
+        """Remove it if nobody took it."""
+        await self._made.wait()
+        if self._box is not None:
+            await self._box.close()
+            self._box = None
+
+
+@asynccontextmanager
+async def checker_ahead(prepared: Prepared) -> AsyncIterator[CheckerAhead | None]:
+    """Start making the episode's checker sandbox now, in the background; what is not
+    taken by the end of the block is removed. Yields ``None`` for a task without a verifier
+    or one verified in its final state."""
+    task = prepared.task
+    if task.verifier is None or task.verify_in == "final":
+        yield None
+        return
+    ahead = CheckerAhead(prepared)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(ahead.make)
+        try:
+            yield ahead
+        finally:
+            with anyio.CancelScope(shield=True):
+                await ahead.discard()
+
+
+async def _verify_in(
+    image: str, prepared: Prepared, workspace: bytes, box: DockerSandbox | None = None
+) -> Score:
     task = prepared.task
     assert task.verifier is not None
     ws = Workspace(archive=workspace, workdir=task.workdir, agent_user=prepared.agent_user)
-    async with await DockerSandbox.create(checker_spec(image, task)) as box:
+    box = box or await DockerSandbox.create(checker_spec(image, task))
+    async with box:
         return await verify(box, task.verifier, ws, tests=task.tests)
 
 
-async def verify_final(prepared: Prepared, final: Final) -> Score | None:
+async def verify_final(
+    prepared: Prepared, final: Final, *, ahead: CheckerAhead | None = None
+) -> Score | None:
     """Score the agent's final workspace in a new checker sandbox (``None`` without a
-    verifier). A check that cannot run on it but runs on the clean prepared state is the
-    agent's failure: reward 0, with the reason in the checks."""
+    verifier), the one made ``ahead`` if given. A check that cannot run on it but runs on
+    the clean prepared state is the agent's failure: reward 0, with the reason in the
+    checks."""
     task = prepared.task
     if task.verifier is None:
         return None
     started = time.monotonic()
     image = final.image or prepared.image
     try:
-        score = await _verify_in(image, prepared, final.workspace)
+        box = await ahead.take() if ahead is not None and final.image is None else None
+        score = await _verify_in(image, prepared, final.workspace, box)
         if score.error is None:
             return score
         why = score.error
@@ -361,23 +436,24 @@ async def run_task(
     ``--keep-final`` and regrading)."""
     prepared = await prepare(task)
     try:
-        async with await start_sandbox(prepared) as box:
-            traj = await run_episode(
-                model,
-                box,
-                task.instruction,
-                task_id=task.id,
-                limits=task.limits,
-                pause=pause,
-                on_event=on_event,
-                on_tool_result=on_tool_result,
-            )
-            final = await finish(box, prepared)
-        try:
-            traj.score = await verify_final(prepared, final)
-        finally:
-            if final.image is not None:
-                await _remove_image(final.image)
+        async with checker_ahead(prepared) as ahead:
+            async with await start_sandbox(prepared) as box:
+                traj = await run_episode(
+                    model,
+                    box,
+                    task.instruction,
+                    task_id=task.id,
+                    limits=task.limits,
+                    pause=pause,
+                    on_event=on_event,
+                    on_tool_result=on_tool_result,
+                )
+                final = await finish(box, prepared)
+            try:
+                traj.score = await verify_final(prepared, final, ahead=ahead)
+            finally:
+                if final.image is not None:
+                    await _remove_image(final.image)
         return traj, final
     finally:
         await release(prepared)

@@ -30,7 +30,9 @@ from agentenv.agent.loop import (
 )
 from agentenv.model.types import ChatModel
 from agentenv.runner.episode import (
+    CheckerAhead,
     Prepared,
+    checker_ahead,
     finish,
     prepare,
     release,
@@ -301,23 +303,25 @@ class Rollout:
         self.box.detach()
         return state
 
-    async def finish(self) -> Trajectory:
+    async def finish(self, *, ahead: CheckerAhead | None = None) -> Trajectory:
         """Take the final workspace, remove the sandbox, and verify it in a new checker
-        sandbox (filling in the reward)."""
+        sandbox (the one made ``ahead``, if given), filling in the reward."""
         async with self.box:
             final = await finish(self.box, self.prepared)
-        self.trajectory.score = await verify_final(self.prepared, final)
+        self.trajectory.score = await verify_final(self.prepared, final, ahead=ahead)
         return self.trajectory
 
     async def run(self) -> Trajectory:
-        """Step until done, then :meth:`finish`. The sandbox is removed whatever happens."""
-        try:
-            while not await self.step():
-                pass
-        except BaseException:
-            await self.box.close()
-            raise
-        return await self.finish()
+        """Step until done, then :meth:`finish`, with the checker sandbox made while the
+        agent works. The sandbox is removed whatever happens."""
+        async with checker_ahead(self.prepared) as ahead:
+            try:
+                while not await self.step():
+                    pass
+            except BaseException:
+                await self.box.close()
+                raise
+            return await self.finish(ahead=ahead)
 
 
 async def start(
