@@ -7,6 +7,7 @@ a file check and a command check then runs from a folder outside the checkout.""
 from __future__ import annotations
 
 import json
+import shutil
 import site
 import subprocess
 import sys
@@ -52,13 +53,22 @@ def run(*argv: str | Path, cwd: Path) -> str:
 
 
 def test_the_installed_wheel_verifies(tmp_path: Path) -> None:
-    # the wheel carries every module and every checker program
+    # built from a copy: an in-tree build reuses the checkout's build/lib (where a deleted
+    # module lingers, and which concurrent runs share)
+    src = tmp_path / "src"
+    skip = shutil.ignore_patterns("__pycache__", "*.pyc")
+    for name in ("agentenv", "verifiers"):
+        shutil.copytree(ROOT / name, src / name, ignore=skip)
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, src / name)
+    # the wheel carries every module (and no other) and every checker program
     run(sys.executable, "-m", "pip", "wheel", "--no-deps",
-        "-q", "-w", tmp_path / "dist", ROOT, cwd=tmp_path)  # fmt: skip
+        "-q", "-w", tmp_path / "dist", src, cwd=tmp_path)  # fmt: skip
     (wheel,) = (tmp_path / "dist").glob("agentenv-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     assert {f"agentenv/_checkers/{n}" for n in VERIFIERS} <= names
-    assert set(MODULES) <= names
+    shipped = {n for n in names if not n.startswith("agentenv/_checkers/")}
+    assert {n for n in shipped if n.endswith((".py", ".sh"))} == set(MODULES)
 
     venv = tmp_path / "venv"
     run(sys.executable, "-m", "venv", "--without-pip", venv, cwd=tmp_path)
