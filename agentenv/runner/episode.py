@@ -358,13 +358,18 @@ async def checker_ahead(prepared: Prepared) -> AsyncIterator[CheckerAhead | None
         yield None
         return
     ahead = CheckerAhead(prepared)
+    error: Exception | None = None
     async with anyio.create_task_group() as tg:
-        tg.start_soon(ahead.make)
+        tg.start_soon(ahead.make)  # never raises
         try:
             yield ahead
+        except Exception as e:  # the episode's own error: out as it is, not in a group
+            error = e
         finally:
             with anyio.CancelScope(shield=True):
                 await ahead.discard()
+    if error is not None:
+        raise error
 
 
 async def _verify_in(

@@ -175,3 +175,29 @@ async def test_refactor_tests_run_in_a_new_sandbox_from_the_committed_state(
     assert result.before is not None and result.before.green, result.before
     assert result.after is not None and result.after.green, result.after
     assert result.outcome == "changed-green" and result.after.passed == 1
+
+
+class Broken:
+    """A model whose endpoint fails mid-episode."""
+
+    async def complete(self, *args: object, **kwargs: object) -> object:
+        raise ConnectionError("endpoint gone")
+
+
+async def test_an_episode_error_comes_out_as_itself_and_leaves_nothing(tmp_path: Path) -> None:
+    from agentenv.sandbox import connect
+    from agentenv.sandbox.labels import RUN, run_id
+
+    task = make_task(tmp_path)
+    engine = connect()
+    before = {
+        c["Id"] for c in engine.api.containers(all=True, filters={"label": f"{RUN}={run_id()}"})
+    }
+    with pytest.raises(ConnectionError, match="endpoint gone"):  # not an ExceptionGroup
+        await run_task(task, Broken())  # type: ignore[arg-type]
+    after = {
+        c["Id"] for c in engine.api.containers(all=True, filters={"label": f"{RUN}={run_id()}"})
+    }
+    assert after <= before  # the agent's and the checker sandbox made ahead are gone
+    traj = await agentenv.rollout(task, lambda t: Broken())  # type: ignore[arg-type,return-value]
+    assert traj.error is not None and "endpoint gone" in traj.error and traj.reward is None
