@@ -161,7 +161,8 @@ class OutputsCheck(_Check):
     ``tests/``, read on the host only (never copied into a sandbox): a list of
 
     - for a function: ``{"name", "function"?, "args": [...], "kwargs": {...}}`` and
-      ``"expect": value`` or ``"raises": "ValueError"`` (that class or a subclass), and
+      ``"expect": value`` or ``"raises": "ValueError"`` (that class or a subclass; with
+      ``"match": regex``, its message must contain a match, as in ``pytest.raises``), and
       optionally ``"expect_args"`` (the arguments as they are after the call: what it may
       or must not mutate). Inputs are JSON; ``{"$tuple": [...]}``, ``{"$set": [...]}``,
       ``{"$iter": [...]}`` and ``{"$bytes": "text"}`` stand for those Python values.
@@ -174,13 +175,16 @@ class OutputsCheck(_Check):
       agent's user; ``{inputs}`` in an argument is replaced by its path.
 
     Any case may set ``"timeout_s"`` (``timeout_s`` otherwise; all cases together have
-    ``total_timeout_s``) and ``"weight"``. ``compare``: ``json`` (equal values;
-    booleans are not numbers; numbers within ``abs_tol``; a program's stdout is parsed as
-    JSON), ``text`` (trailing whitespace of each line and trailing blank lines ignored),
-    ``lines`` (the same lines in any order, blank ones ignored) or ``exact``. ``build`` (a
-    bash command, run as the agent's user in the workdir) runs first; when it fails, every
-    case fails. The reward is the weighted fraction of cases passed with ``partial``, else
-    all or nothing. A missing or invalid cases file is a verifier error."""
+    ``total_timeout_s``), ``"weight"`` and ``"requires"``: names of other cases, without
+    which this one earns nothing (so that, say, rejecting bad input only counts next to
+    parsing good input, not for a function that rejects everything). ``compare``: ``json`` (equal
+    values; booleans are not numbers; numbers within ``abs_tol``; a program's stdout is
+    parsed as JSON), ``text`` (trailing whitespace of each line and trailing blank lines
+    ignored), ``lines`` (the same lines in any order, blank ones ignored) or ``exact``.
+    ``build`` (a bash command, run as the agent's user in the workdir) runs first; when it
+    fails, every case fails. The reward is the weighted fraction of cases passed (and whose
+    ``requires`` passed) with ``partial``, else all or nothing. A missing or invalid cases file
+    is a verifier error."""
 
     kind: Literal["outputs"]
     cases: str
@@ -589,11 +593,13 @@ class _Case(BaseModel):
     stderr_contains: str | None = None
     expect_args: list[Any] | None = None
     keep_tuples: bool = False
+    match: str | None = None
     timeout_s: float | None = Field(None, gt=0)
     weight: float = Field(1.0, ge=0)
+    requires: list[str] = []
 
 
-_FUNCTION_ONLY = ("function", "kwargs", "raises", "expect_args", "keep_tuples")
+_FUNCTION_ONLY = ("function", "kwargs", "raises", "match", "expect_args", "keep_tuples")
 _PROGRAM_ONLY = ("stdin", "exit_code", "stderr_contains")
 
 
@@ -625,6 +631,13 @@ def _load_cases(tests: Path | None, check: OutputsCheck) -> list[_Case]:
                 raise ValueError(f"{where}: needs either expect or raises")
             if ":" not in check.function and case.function is None:
                 raise ValueError(f"{where}: needs a function (the check names only a module)")
+            if case.match is not None:
+                if case.raises is None:
+                    raise ValueError(f"{where}: match goes with raises")
+                try:
+                    re.compile(case.match)
+                except re.error as e:
+                    raise ValueError(f"{where}: match is not a regex: {e}") from e
         else:
             if not all(isinstance(a, str) for a in case.args):
                 raise ValueError(f"{where}: a program's args must be strings")
@@ -637,6 +650,10 @@ def _load_cases(tests: Path | None, check: OutputsCheck) -> list[_Case]:
             if not parts or Path(rel).is_absolute() or ".." in parts:
                 raise ValueError(f"{where}: files: {rel!r} is not a relative path")
         cases.append(case)
+    names = {c.name for c in cases}
+    for i, case in enumerate(cases):
+        if missing := [n for n in case.requires if n not in names]:
+            raise ValueError(f"{check.cases}: case {i} requires no such case: {missing[0]!r}")
     if sum(c.weight for c in cases) <= 0:
         raise ValueError(f"{check.cases}: the cases' weights add up to 0")
     return cases
@@ -754,9 +771,12 @@ def _judge_call(check: OutputsCheck, case: _Case, got: dict[str, Any]) -> tuple[
         names = got["raised"]
         if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
             return False, "unreadable result"
+        message = str(got.get("message"))[:500]
         if case.raises is not None and case.raises in names:
+            if case.match is not None and re.search(case.match, message) is None:
+                return False, f"raised {names[0][:60]} but not /{case.match}/: {message[:150]}"
             return True, "ok"
-        return False, f"raised {names[0][:60]}: {str(got.get('message'))[:150]}"
+        return False, f"raised {names[0][:60]}: {message[:150]}"
     if "value" not in got:
         return False, "unreadable result"
     if case.raises is not None:
@@ -907,10 +927,9 @@ async def _outputs(run: _Run, check: OutputsCheck) -> CheckResult:
             verdicts = await _call_functions(run, check, cases, folders)
     finally:
         await run.stop_agent()
-    weights = [case.weight for case in cases]
-    won = sum(w for w, (ok, _) in zip(weights, verdicts, strict=True) if ok)
-    passed = sum(ok for ok, _ in verdicts)
-    score = won / sum(weights) if check.partial else float(passed == len(cases))
+    oks = [ok for ok, _ in verdicts]
+    passed = sum(oks)
+    score = _won(cases, oks) if check.partial else float(passed == len(cases))
     failed = [
         f"{case.name or f'case {i}'} ({why})"
         for i, (case, (ok, why)) in enumerate(zip(cases, verdicts, strict=True))
@@ -921,6 +940,20 @@ async def _outputs(run: _Run, check: OutputsCheck) -> CheckResult:
         detail += f"; failed: {'; '.join(failed[:10])}" + ("; …" if len(failed) > 10 else "")
     one = _result(check, name, score, detail)
     return one.model_copy(update={"duration_s": time.monotonic() - started})
+
+
+def _won(cases: list[_Case], passed: list[bool]) -> float:
+    """The weighted fraction of cases passed, a case counting only when the cases it
+    ``requires`` (every case of each name) passed too."""
+    ok_name: dict[str | None, bool] = {}
+    for case, ok in zip(cases, passed, strict=True):
+        ok_name[case.name] = ok_name.get(case.name, True) and ok
+    won = sum(
+        case.weight
+        for case, ok in zip(cases, passed, strict=True)
+        if ok and all(ok_name[n] for n in case.requires)
+    )
+    return won / sum(case.weight for case in cases)
 
 
 def _leaf_checks(check: Check) -> list[Check]:

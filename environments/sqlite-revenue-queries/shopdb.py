@@ -1,5 +1,5 @@
 """Builds a shop database with the workspace's schema from a seed (deterministic).
-Used by make_data.py for workspace/shop.db and by the hidden tests for other data."""
+Used by make_data.py for workspace/shop.db and the other data of the hidden cases."""
 
 import random
 import sqlite3
