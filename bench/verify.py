@@ -7,9 +7,11 @@ checker sandbox from the task's prepared state, lay out the hidden tests, checke
 workspace, run the checks and remove it (``verify_final``). The baseline is the old way,
 measured in the same run on the same tasks: ``verify`` in a sandbox that already holds the
 workspace (it was the agent's; its creation is the episode's, not the verifier's), i.e. the
-layout and the checks alone. For each bundled task in ``TASKS`` (a pytest task, a command
-task, a composite), the oracle's final state is taken once; then the two ways alternate,
-``--n`` times each. Both must give reward 1.0 every time.
+layout and the checks alone. A third way is what episodes do: the checker sandbox is made
+(and paused) while the agent works, so verification waits for no container creation. For
+each bundled task in ``TASKS`` (function outputs, a command check, a composite of both), the
+oracle's final state is taken once; then the three ways alternate, ``--n`` times each. All
+must give reward 1.0 every time.
 
 Usage: ``.venv/bin/python bench/verify.py [--quick] [--json PATH]``.
 """
