@@ -11,7 +11,6 @@ import signal
 import subprocess
 import sys
 
-import anyio
 import docker.errors
 import pytest
 
@@ -102,15 +101,12 @@ def test_live_owner_is_kept_and_expiry_is_honoured() -> None:
     assert stale_reason(elsewhere) is None  # cannot tell: only the expiry applies
 
 
-def test_gc_takes_a_workdir_volume_whose_sandbox_is_gone_and_no_one_elses() -> None:
+@pytest.mark.anyio
+async def test_gc_takes_a_workdir_volume_whose_sandbox_is_gone_and_no_one_elses() -> None:
     engine = connect()
-
-    async def make() -> str:
-        box = await DockerSandbox.create(SandboxSpec(user="1000", read_only=True))
-        box.detach()  # leave it, as a killed runner would
-        return box.id
-
-    cid = anyio.run(make)
+    box = await DockerSandbox.create(SandboxSpec(user="1000", read_only=True))
+    box.detach()  # leave it, as a killed runner would
+    cid = box.id
     (mount,) = [m for m in engine.api.inspect_container(cid)["Mounts"] if m["Type"] == "volume"]
     engine.api.remove_container(cid, force=True)  # without its volumes, as `docker rm -f` does
     stranger = engine.api.create_volume(labels={"other": "app"})
