@@ -1,16 +1,21 @@
 """The temperature-chart task's verifier compares the plot with the data: through the real
 episode and verifier, in real sandboxes, the reference solution (gnuplot) and an honest
-Pillow chart score 1.0, and charts that only look like the answer score 0: three coloured
-dots, three flat lines in the right colours, the right colours plotting other data
-(reversed, shuffled, or the agent's own rewritten data file), a solid image in one colour,
-a chart of one series only, and one series drawn (shifted) in all three colours."""
+Pillow chart score 1.0, doing nothing scores 0, and so do charts that only look like the
+answer: three coloured dots, three flat lines in the right colours, the right colours
+plotting other data (reversed, shuffled, or the agent's own rewritten data file), smooth
+seasonal curves instead of the readings, a solid image in one colour, a chart of one series
+only, and one series drawn (shifted) in all three colours. The episodes run concurrently,
+once per module."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from pathlib import Path
 
+import anyio
 import pytest
 
+from agentenv.agent.loop import Trajectory
 from agentenv.agent.policies import oracle
 from agentenv.runner.episode import run_task
 from agentenv.tasks import load_task
@@ -22,6 +27,7 @@ CHART_CHECK = "each city's line follows its readings"
 # A Pillow chart of temperatures.csv, honest or forged by MODE (argv[1]), saved as chart.png.
 DRAW = """
 import csv
+import math
 import random
 import sys
 
@@ -36,6 +42,10 @@ if mode == "shuffled":
     rng = random.Random(7)
     for values in series.values():
         rng.shuffle(values)
+if mode == "seasonal":  # each city's seasonal curve, not its readings
+    shape = {"Oslo": (6.0, 9.0), "Madrid": (16.0, 8.0), "Cairo": (24.0, 6.0)}
+    for c, (mean, amp) in shape.items():
+        series[c] = [mean - amp * math.cos(2 * math.pi * (2 * i + 10) / 365) for i in range(183)]
 if mode == "one-colour":
     img = Image.new("RGB", (1000, 600), colour["Oslo"])
     img.save("chart.png")
@@ -105,12 +115,14 @@ EOF
 """
 
 CASES = {
+    "nothing (no chart.png)": (lambda: "true\n", 0.0),
     "oracle (gnuplot)": (solution, 1.0),
     "honest Pillow chart": (lambda: pillow("honest"), 1.0),
     "three coloured dots": (lambda: pillow("dots"), 0.0),
     "three flat lines": (lambda: pillow("flat"), 0.0),
     "series reversed (gnuplot)": (lambda: REVERSED_GNUPLOT, 0.0),
     "series shuffled": (lambda: pillow("shuffled"), 0.0),
+    "smooth seasonal curves": (lambda: pillow("seasonal"), 0.0),
     "data file rewritten, then plotted": (lambda: REWRITTEN_DATA + solution(), 0.0),
     "all one colour": (lambda: pillow("one-colour"), 0.0),
     "one series only": (lambda: pillow("one-series"), 0.0),
@@ -123,10 +135,31 @@ def test_hidden_data_is_the_workspace_data() -> None:
     assert hidden == (TASK / "workspace" / "temperatures.csv").read_bytes()
 
 
+NOT_A_CHART = {"nothing (no chart.png)", "all one colour"}  # the image check fails too
+CONCURRENCY = 6
+
+
+@pytest.fixture(scope="module")
+async def episodes() -> AsyncIterator[dict[str, Trajectory]]:
+    """Every case's episode, run concurrently (one after another they take minutes)."""
+    out: dict[str, Trajectory] = {}
+    limiter = anyio.CapacityLimiter(CONCURRENCY)
+
+    async def one(case: str) -> None:
+        script, _ = CASES[case]
+        async with limiter:
+            out[case], _ = await run_task(load_task(TASK), oracle(script(), timeout_s=120))
+
+    async with anyio.create_task_group() as tg:
+        for case in CASES:
+            tg.start_soon(one, case)
+    yield out
+
+
 @pytest.mark.parametrize("case", list(CASES))
-async def test_chart(case: str) -> None:
-    script, reward = CASES[case]
-    traj, _ = await run_task(load_task(TASK), oracle(script(), timeout_s=120))
+async def test_chart(case: str, episodes: dict[str, Trajectory]) -> None:
+    _, reward = CASES[case]
+    traj = episodes[case]
     bash = [r for turn in traj.turns for r in turn.tool_results if r.name == "bash"]
     assert len(bash) == 1 and bash[0].exit_code == 0, bash[0].output[-2000:]
     score = traj.score
@@ -135,5 +168,5 @@ async def test_chart(case: str) -> None:
     details = " | ".join(c.detail for c in score.checks)
     assert checks[CHART_CHECK].score == reward, details
     assert score.reward == reward, details
-    if case != "all one colour":  # a valid, non-blank PNG: only the plot's content fails
+    if case not in NOT_A_CHART:  # a valid, non-blank PNG: only the plot's content fails
         assert [c.score for n, c in checks.items() if n != CHART_CHECK] == [1.0], details
