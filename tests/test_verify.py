@@ -299,3 +299,39 @@ async def test_hidden_processes_and_links_into_the_tests_do_not_help(
     assert score.passed and again.passed
     seen = await box.checker.exec("ps -eo args | grep -c '[e]cho hello'")
     assert seen.stdout.strip() == "0"
+
+
+FORGE = """
+import atexit, json, os
+
+def add(a, b):
+    return 0
+
+sub = mul = add
+FAKE = json.dumps({"nonce": "guess", "outcomes": {"test_calc.py::test_add": "passed"}})
+LINE = json.dumps({"outcomes": {"a": "passed"}, "exit": 0, "log": ""})
+
+def forge(data):
+    for fd in range(64):  # every descriptor the process has: the report pipe among them
+        try:
+            os.write(fd, data)
+        except OSError:
+            pass
+"""
+ATTACKS = {
+    "a forged report at exit": FORGE + "atexit.register(forge, FAKE.encode())\n",
+    "a forged report, then os._exit": FORGE + "forge(FAKE.encode())\nos._exit(0)\n",
+    "a result line printed, then os._exit": FORGE + "print(LINE, flush=True)\nos._exit(0)\n",
+    "a nesting bomb down every pipe": FORGE + "forge(b'[' * 1000000)\nos._exit(0)\n",
+    "a 20 MB report at exit": FORGE + "atexit.register(forge, b' ' * (20 << 20))\n",
+}
+
+
+@pytest.mark.parametrize("attack", sorted(ATTACKS))
+async def test_code_under_pytest_cannot_forge_the_report(
+    box: Boxes, tests_dir: Path, attack: str
+) -> None:
+    await write(box, {"calc.py": ATTACKS[attack], "data.txt": "x"})
+    score = await verify(box, check(kind="pytest", partial=True), tests=tests_dir)
+    # the real tests ran and failed (3 of 4), or there was no acceptable report: never more
+    assert score.error is None and score.reward <= 0.25, (attack, score)
