@@ -118,7 +118,7 @@ async def test_a_scripted_model_refactors_through_the_loop(repos: Path, tmp_path
     with K3Server(script) as server:
         (result,) = await run_refactor(entries, RENAME, server.base_url, out=tmp_path / "j")
     assert result.outcome == "changed-green" and result.turns == 4
-    assert result.prompt_tokens > 0 and result.cost_usd > 0
+    assert result.prompt_tokens > 0 and result.cost_usd == 0  # a self-hosted URL is free
     assert (tmp_path / "j" / "trajectories" / "billing.json").is_file()
 
 
