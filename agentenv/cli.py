@@ -331,16 +331,32 @@ def eval_(
     address: Annotated[
         str | None, typer.Option(help="With --executor ray: the cluster, e.g. 10.0.0.5:6379.")
     ] = None,
+    max_cost: Annotated[
+        float | None,
+        typer.Option(
+            "--max-cost",
+            min=0.0,
+            help="Dollars the job may spend, earlier runs included: no episode starts once "
+            "spent (running ones finish; exit code 3). Run again with a higher cap to go on.",
+        ),
+    ] = None,
+    progress_every: Annotated[
+        float,
+        typer.Option(
+            min=1.0, help="Without a terminal: print a progress line at least this often (s)."
+        ),
+    ] = 30.0,
 ) -> None:
     """Run tasks × samples, verify each episode, and report pass@k, reward, tokens, cache hits,
-    dollars and time. Re-running on the same --out resumes."""
+    dollars (and dollars per solved episode) and time by phase. Re-running on the same --out
+    resumes, after removing what a killed run of the job left running."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from agentenv.render import summary_table
+    from agentenv.render import ProgressLines, phase_line, summary_table
     from agentenv.runner import Policies
-    from agentenv.runner.eval import JobStopped, regrade, run_eval
+    from agentenv.runner.eval import JobStopped, job_config, regrade, run_eval
     from agentenv.runner.eval import Progress as JobProgress
-    from agentenv.runner.results import ConfigMismatch, load_results
+    from agentenv.runner.results import ConfigMismatch, check_config, load_results
     from agentenv.tasks import TaskError, load_tasks
 
     if regrade_dir is not None:
@@ -371,27 +387,44 @@ def eval_(
         raise _fail(f"these tasks have no [verifier] in task.toml: {', '.join(missing)}")
     try:
         Policies(model, reasoning_effort=reasoning_effort)  # a missing key, before any output
-    except (KeyError, ValueError) as e:
+        # a folder holding another job is refused before anything is printed or written
+        config = job_config(
+            tasks, model, samples=samples, keep_final=keep_final, reasoning_effort=reasoning_effort
+        )
+        check_config(folder, config)
+    except (KeyError, ValueError, NoRoute) as e:
         raise _fail(str(e).strip("'\"")) from e
-    folder.mkdir(parents=True, exist_ok=True)
+    except ConfigMismatch as e:
+        raise _fail(str(e)) from e
     log.configure("info", json_file=str(folder / "log.jsonl"))  # the console has the bar
+    total = len(tasks) * samples
+    lines = None if err.is_terminal else ProgressLines(err, every_s=progress_every)
     bar = Progress(
         TextColumn("[bold]eval[/]"),
         BarColumn(),
         TextColumn(
             "{task.completed}/{task.total} done · {task.fields[passed]} passed · "
             "{task.fields[running]} running · {task.fields[errors]} errors · "
-            "${task.fields[cost]:.4f}"
+            "${task.fields[cost]:.4f}{task.fields[spent]}"
         ),
         TimeElapsedColumn(),
         console=err,
         transient=False,
+        disable=lines is not None,
     )
-    bar_id = bar.add_task(
-        "eval", total=len(tasks) * samples, passed=0, running=0, errors=0, cost=0.0
-    )
+    bar_id = bar.add_task("eval", total=total, passed=0, running=0, errors=0, cost=0.0, spent="")
+    said_collected = False
 
     def show(p: JobProgress) -> None:
+        nonlocal said_collected
+        if p.collected and not said_collected:
+            said_collected = True
+            err.print(
+                f"removed {p.collected} containers/images left by a killed run of this job",
+                highlight=False,
+            )
+        if lines is not None:
+            lines.update(p)
         bar.update(
             bar_id,
             completed=p.done,
@@ -399,9 +432,10 @@ def eval_(
             running=p.running,
             errors=p.errors,
             cost=p.cost_usd,
+            spent=" · budget spent" if p.budget_spent else "",
         )
 
-    async def job() -> list[Row]:
+    async def run() -> list[Row]:
         return await run_eval(
             tasks,
             model,
@@ -414,7 +448,31 @@ def eval_(
             on_progress=show,
             executor="ray" if executor == "ray" else "local",
             ray_address=address,
+            max_cost_usd=max_cost,
         )
+
+    async def job() -> list[Row]:
+        if lines is None:
+            return await run()
+        rows: list[Row] = []
+        error: Exception | None = None
+        async with anyio.create_task_group() as tg:
+
+            async def ticker() -> None:
+                while True:
+                    await anyio.sleep(1.0)
+                    lines.tick()
+
+            tg.start_soon(ticker)
+            try:
+                rows = await run()
+            except Exception as e:  # out as it is, not wrapped in a group
+                error = e
+            finally:
+                tg.cancel_scope.cancel()
+        if error is not None:
+            raise error
+        return rows
 
     done_before = len(load_results(folder)) if (folder / "results.jsonl").exists() else 0
     if done_before:
@@ -432,12 +490,24 @@ def eval_(
         raise _fail(str(e).strip("'\"")) from e
     except SandboxError as e:
         raise _fail(str(e)) from e
+    if lines is not None:
+        lines.print()  # the last state, whatever the step
     plural = "s" if samples > 1 else ""
     _print_wide(summary_table(rows, f"{len(tasks)} tasks × {samples} sample{plural} with {model}"))
+    out.print(phase_line(rows[-1]), highlight=False, soft_wrap=True)
     out.print(
         f"results in {folder}/ (results.jsonl, trajectories/, summary.json, log.jsonl)",
         highlight=False,
     )
+    if rows[-1].stopped == "max_cost":
+        left = total - rows[-1].episodes
+        err.print(
+            f"[bold yellow]stopped:[/] the job has spent ${rows[-1].cost_usd:.4f} of its "
+            f"--max-cost ${max_cost}; {left} episodes not started. Run the same command "
+            "with a higher --max-cost to go on.",
+            highlight=False,
+        )
+        raise typer.Exit(3)
 
 
 @app.command()
@@ -522,9 +592,16 @@ def refactor(
 @app.command()
 def report(
     folder: Annotated[Path, typer.Argument(help="A job folder (agentenv eval --out).")],
+    totals: Annotated[
+        bool, typer.Option("--totals", help="Only the per-tag subtotals and the total.")
+    ] = False,
+    failures: Annotated[
+        bool,
+        typer.Option("--failures", help="Only the episodes that failed or errored, and why."),
+    ] = False,
 ) -> None:
     """Print a job's summary again, from its results.jsonl."""
-    from agentenv.render import summary_table
+    from agentenv.render import failures_table, phase_line, summary_table
     from agentenv.runner.eval import load_config, write_summary
     from agentenv.runner.results import load_results
 
@@ -533,10 +610,27 @@ def report(
     except (OSError, ValueError) as e:
         raise _fail(str(e)) from e
     results = list(load_results(folder).values())
-    rows = write_summary(folder, results, config.samples)
     expected = len(config.tasks) * config.samples
     title = f"{folder}: {len(results)}/{expected} episodes with {config.model}"
+    if failures:
+        failed = sum(not r.passed for r in results)
+        _print_wide(failures_table(results, f"{title}, {failed} not passed"))
+        return
+    rows = write_summary(folder, results, config.samples, config.tags, stopped=_stopped(folder))
+    if totals:
+        rows = [r for r in rows if r.kind != "task"]
     _print_wide(summary_table(rows, title))
+    out.print(phase_line(rows[-1]), highlight=False, soft_wrap=True)
+
+
+def _stopped(folder: Path) -> str | None:
+    """Why the job's last run stopped early, as its summary.json says (report rewrites it)."""
+    try:
+        rows = json.loads((folder / "summary.json").read_text())
+        value = rows[-1].get("stopped") if rows and isinstance(rows[-1], dict) else None
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, str) else None
 
 
 @app.command("serve-model")

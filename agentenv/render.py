@@ -3,6 +3,8 @@ tool call and its result as they happen, and a closing line of figures."""
 
 from __future__ import annotations
 
+import time
+
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -10,7 +12,9 @@ from rich.text import Text
 from agentenv.agent.loop import Trajectory
 from agentenv.agent.tools import ToolResult
 from agentenv.model.types import StreamEvent
-from agentenv.runner.summary import Row
+from agentenv.runner.eval import Progress
+from agentenv.runner.results import EpisodeResult
+from agentenv.runner.summary import Row, natural_key
 
 SHOWN_LINES = 12  # of a tool's output; the trajectory keeps all of it
 
@@ -93,16 +97,22 @@ def _pct(value: float | None) -> str:
     return "—" if value is None else f"{value:.0%}"
 
 
+def _usd(value: float | None) -> str:
+    return "—" if value is None else f"{value:.4f}"
+
+
 def summary_table(rows: list[Row], title: str) -> Table:
-    """The per-task table of a job, its last row the total."""
+    """The per-task table of a job, then its per-tag subtotals, its last row the total.
+    ``$/solved`` is every dollar spent over the episodes that passed; ``time`` is the sum
+    of the episodes' wall times (the job's own is in :func:`phase_line`)."""
     k = rows[-1].k if rows else 1
     table = Table(title=title)
     pass_k = (f"pass@{k}",) if k > 1 else ()
-    names = ("task", "pass@1", *pass_k, "reward", "in", "cached", "out", "hit", "$", "time")
-    for name in (*names, "errors"):
+    names = ("task", "pass@1", *pass_k, "reward", "in", "cached", "out", "hit", "$", "$/solved")
+    for name in (*names, "time", "errors"):
         table.add_column(name, justify="left" if name == "task" else "right", no_wrap=True)
-    for r in rows:
-        style = "bold" if r.task_id == "total" else None
+    for i, r in enumerate(rows):
+        after = rows[i + 1].kind if i + 1 < len(rows) else None
         table.add_row(
             r.task_id,
             _pct(r.pass_at_1),
@@ -113,9 +123,118 @@ def summary_table(rows: list[Row], title: str) -> Table:
             f"{r.completion_tokens:,}",
             _pct(r.cache_hit_rate) if r.prompt_tokens else "—",
             f"{r.cost_usd:.4f}",
+            _usd(r.usd_per_solved),
             f"{r.wall_s:.1f} s",
             str(r.errors) if r.errors else "",
-            style=style,
-            end_section=r.task_id != "total" and r is rows[-2],
+            style="bold" if r.kind == "total" else ("italic" if r.kind == "tag" else None),
+            end_section=after is not None and after != r.kind,
         )
     return table
+
+
+PHASES = ("prepare", "create", "model", "tools", "loop", "finish", "verify", "teardown")
+
+
+def phase_line(total: Row) -> str:
+    """Where the time went, on one line: the job's wall time and episodes per second, the
+    episodes' summed time, and its split by phase in the order an episode runs them."""
+    parts = []
+    if total.job_wall_s is not None:
+        rate = f" ({total.episodes_per_s:.2f} episodes/s)" if total.episodes_per_s else ""
+        parts.append(f"job {_seconds(total.job_wall_s)} wall{rate}")
+    parts.append(f"episodes {_seconds(total.wall_s)} in all")
+    line = " · ".join(parts)
+    spent = sum(total.phases.values())
+    if spent > 0:
+        order = [*PHASES, *sorted(set(total.phases) - set(PHASES))]
+        shares = [
+            f"{name} {_seconds(total.phases[name])} ({total.phases[name] / spent:.0%})"
+            for name in order
+            if total.phases.get(name, 0.0) > 0
+        ]
+        line += ": " + ", ".join(shares)
+    return line
+
+
+def _seconds(value: float) -> str:
+    if value >= 3600:
+        return f"{value / 3600:.1f} h"
+    if value >= 120:
+        return f"{value / 60:.1f} min"
+    return f"{value:.1f} s"
+
+
+def failure_reason(result: EpisodeResult) -> str:
+    """Why an episode did not pass, on one line: its error, or the checks that failed."""
+    if result.error is not None:
+        reason = f"{result.outcome}: {result.error}"
+    elif result.score is not None:
+        failed = [c for c in result.score.checks if not c.passed]
+        reason = "; ".join(
+            f"{c.name}: {c.detail.strip().splitlines()[0] if c.detail.strip() else 'failed'}"
+            for c in failed[:3]
+        )
+        if len(failed) > 3:
+            reason += f"; … {len(failed) - 3} more checks failed"
+        reason = reason or f"reward {result.reward}"
+    else:
+        reason = result.outcome
+    return " ".join(reason.split())[:300]
+
+
+def failures_table(results: list[EpisodeResult], title: str) -> Table:
+    """The episodes that did not pass (failed or errored), each with its reason."""
+    table = Table(title=title)
+    for name in ("task", "sample", "outcome", "reward", "reason"):
+        table.add_column(name, no_wrap=name != "reason", overflow="fold")
+    for r in sorted(results, key=lambda r: (natural_key(r.task_id), r.sample)):
+        if r.passed:
+            continue
+        outcome = "failed" if r.outcome == "graded" else r.outcome
+        reward = "—" if r.reward is None else f"{r.reward:.2f}"
+        table.add_row(r.task_id, str(r.sample), outcome, reward, failure_reason(r))
+    return table
+
+
+class ProgressLines:
+    """Progress as plain lines, for a log or a pipe where a bar shows nothing until the
+    end: one line each time another ``every_frac`` of the episodes is done, and one every
+    ``every_s`` seconds meanwhile (call :meth:`tick` periodically)."""
+
+    def __init__(self, console: Console, *, every_s: float = 30.0, every_frac: float = 0.05):
+        self.console = console
+        self.every_s = every_s
+        self.every_frac = every_frac
+        self.started = time.monotonic()
+        self._last_at = self.started
+        self._last_step = -1
+        self._last: Progress | None = None
+
+    def update(self, progress: Progress) -> None:
+        """Take the job's progress; print when another step of episodes is done."""
+        self._last = progress
+        step = int(progress.done / max(1, progress.total) / self.every_frac)
+        if step != self._last_step:
+            self._last_step = step
+            self.print()
+
+    def tick(self) -> None:
+        """Print if nothing was printed for ``every_s`` seconds."""
+        if self._last is not None and time.monotonic() - self._last_at >= self.every_s:
+            self.print()
+
+    def print(self) -> None:
+        """Print the latest progress now."""
+        p = self._last
+        if p is None:
+            return
+        self._last_at = time.monotonic()
+        elapsed = _seconds(self._last_at - self.started)
+        spent = " · budget spent, starting no more" if p.budget_spent else ""
+        self.console.print(
+            f"eval {p.done}/{p.total} done ({p.done / max(1, p.total):.0%}) · {p.passed} passed"
+            f" · {p.running} running · {p.errors} errors · ${p.cost_usd:.4f} · {elapsed}"
+            f" elapsed{spent}",
+            highlight=False,
+            soft_wrap=True,
+        )

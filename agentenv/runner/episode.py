@@ -25,8 +25,8 @@ import io
 import posixpath
 import tarfile
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 
 import anyio
@@ -434,34 +434,69 @@ async def run_task(
     pause: bool = True,
     on_event: EventCallback | None = None,
     on_tool_result: ToolResultCallback | None = None,
+    phases: dict[str, float] | None = None,
 ) -> tuple[Trajectory, Final]:
     """Run one episode of ``task`` with ``model``: prepare, the loop in a new agent
     sandbox, finish, verify in a new checker sandbox; every sandbox removed whatever
     happens. Returns the trajectory (with its score) and the final state (for
-    ``--keep-final`` and regrading)."""
-    prepared = await prepare(task)
+    ``--keep-final`` and regrading). ``phases``, if given, gets the seconds of each phase
+    as it ends (``prepare``, ``create``, ``loop``, ``finish``, ``verify``, ``teardown``),
+    so a failed episode still tells where its time went."""
+    timer = _Phases(phases)
+    with timer("prepare"):
+        prepared = await prepare(task)
     try:
         async with checker_ahead(prepared) as ahead:
-            async with await start_sandbox(prepared) as box:
-                traj = await run_episode(
-                    model,
-                    box,
-                    task.instruction,
-                    task_id=task.id,
-                    limits=task.limits,
-                    pause=pause,
-                    on_event=on_event,
-                    on_tool_result=on_tool_result,
-                )
-                final = await finish(box, prepared)
+            with timer("create"):
+                box = await start_sandbox(prepared)
+            async with box:
+                with timer("loop"):
+                    traj = await run_episode(
+                        model,
+                        box,
+                        task.instruction,
+                        task_id=task.id,
+                        limits=task.limits,
+                        pause=pause,
+                        on_event=on_event,
+                        on_tool_result=on_tool_result,
+                    )
+                with timer("finish"):
+                    final = await finish(box, prepared)
+                closing = time.monotonic()
+            timer.add("teardown", time.monotonic() - closing)
             try:
-                traj.score = await verify_final(prepared, final, ahead=ahead)
+                with timer("verify"):
+                    traj.score = await verify_final(prepared, final, ahead=ahead)
             finally:
-                if final.image is not None:
-                    await _remove_image(final.image)
+                with timer("teardown"):
+                    if final.image is not None:
+                        await _remove_image(final.image)
+            closing = time.monotonic()  # the checker made ahead and not taken goes now
+        timer.add("teardown", time.monotonic() - closing)
         return traj, final
     finally:
-        await release(prepared)
+        with timer("teardown"):
+            await release(prepared)
+
+
+class _Phases:
+    """Adds the seconds spent in named phases to a dict (or to nothing)."""
+
+    def __init__(self, into: dict[str, float] | None):
+        self.into = into
+
+    def add(self, name: str, seconds: float) -> None:
+        if self.into is not None:
+            self.into[name] = self.into.get(name, 0.0) + seconds
+
+    @contextmanager
+    def __call__(self, name: str) -> Iterator[None]:
+        started = time.monotonic()
+        try:
+            yield
+        finally:
+            self.add(name, time.monotonic() - started)
 
 
 async def _remove_image(image: str) -> None:

@@ -3,11 +3,15 @@
 The job folder holds ``config.json`` (what the job is), ``results.jsonl`` (one fsynced line
 per finished episode: the truth a re-run resumes from), ``trajectories/<task>/<sample>.json``
 (written before its result line) and ``summary.json``. Running the same job on the same
-folder again runs only the episodes without a result line.
+folder again runs only the episodes without a result line, after removing the containers
+and images that its killed runs left behind (everything a job makes is labelled with it).
+With a budget (``max_cost_usd``) no episode starts once the job has spent it; the job then
+resumes with a higher one.
 """
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -18,6 +22,7 @@ import structlog
 from pydantic import BaseModel
 
 from agentenv.agent.loop import Spend, Trajectory
+from agentenv.runner.budget import Budget
 from agentenv.runner.episode import Final, regrade_final, run_task
 from agentenv.runner.outcomes import POLICY, Outcome, classify
 from agentenv.runner.policy import Policies
@@ -32,7 +37,8 @@ from agentenv.runner.results import (
     write_json,
 )
 from agentenv.runner.summary import Row, summarize
-from agentenv.sandbox import SandboxError
+from agentenv.sandbox import SandboxError, connect, gc
+from agentenv.sandbox.labels import job_scope, run_id
 from agentenv.tasks import Task, load_tasks, task_digest
 from agentenv.verify import Score
 
@@ -50,14 +56,34 @@ class Progress(BaseModel):
     running: int = 0
     errors: int = 0
     cost_usd: float = 0.0
+    collected: int = 0  # containers and images of this job's killed runs removed at start
+    budget_spent: bool = False  # no new episode starts: the job's --max-cost is reached
 
 
 class JobStopped(Exception):
     """The job stopped early: an outcome whose policy is to stop everything (a refused key)."""
 
 
+def split_phases(phases: dict[str, float], traj: Trajectory | None, wall_s: float) -> None:
+    """Split the loop's time into ``model`` and ``tools`` (from the trajectory's turns),
+    and put what no phase accounts for into ``other``, so the phases add up to ``wall_s``."""
+    loop = phases.pop("loop", None)
+    if traj is not None and loop is not None:
+        phases["model"] = sum(t.model_s for t in traj.turns)
+        phases["tools"] = sum(t.tools_s for t in traj.turns)
+    elif loop is not None:
+        phases["loop"] = loop  # a failed episode: no turns to split it by
+    phases["other"] = max(0.0, wall_s - sum(phases.values()))
+
+
 def _result_from(
-    task: Task, sample: int, traj: Trajectory, attempts: int, kept: str | None
+    task: Task,
+    sample: int,
+    traj: Trajectory,
+    attempts: int,
+    kept: str | None,
+    phases: dict[str, float],
+    wall_s: float,
 ) -> EpisodeResult:
     score = traj.score
     outcome: Outcome = "graded"
@@ -79,7 +105,8 @@ def _result_from(
         attempts=attempts,
         turns=len(traj.turns),
         **Spend.of(traj),
-        wall_s=traj.wall_s,
+        wall_s=wall_s,
+        phases=phases,
         trajectory=f"trajectories/{task.id}/{sample}.json",
         final_state=kept,
         score=score,
@@ -97,11 +124,14 @@ async def run_episode_with_retries(
 ) -> tuple[EpisodeResult, Trajectory | None]:
     """One episode, retried on infrastructure failures per the outcome table: its result,
     and its trajectory unless it ended in an error. With ``keep_final`` the agent's final
-    workspace is written to ``out/finals/<task>/<sample>.tar`` for regrading."""
+    workspace is written to ``out/finals/<task>/<sample>.tar`` for regrading. Its
+    ``wall_s`` is the whole episode, retries included, split into ``phases``."""
     started = time.monotonic()
     for attempt in range(1, attempts + 1):
+        attempt_started = time.monotonic()
+        phases = {"retries": attempt_started - started} if attempt > 1 else {}
         try:
-            traj, final = await run_task(task, policies.for_task(task))
+            traj, final = await run_task(task, policies.for_task(task), phases=phases)
             kept = None
             if keep_final and out is not None:
                 kept = f"finals/{task.id}/{sample}.tar"
@@ -121,17 +151,58 @@ async def run_episode_with_retries(
                 raise JobStopped(f"{outcome}: {type(e).__name__}: {e}") from e
             if rule.retry and attempt < attempts:
                 continue
+            wall_s = time.monotonic() - started
+            split_phases(phases, None, wall_s)
             error = EpisodeResult(
                 task_id=task.id,
                 sample=sample,
                 outcome=outcome,
                 error=f"{type(e).__name__}: {e}",
                 attempts=attempt,
-                wall_s=time.monotonic() - started,
+                wall_s=wall_s,
+                phases=phases,
             )
             return error, None
-        return _result_from(task, sample, traj, attempt, kept), traj
+        wall_s = time.monotonic() - started
+        split_phases(phases, traj, wall_s)
+        return _result_from(task, sample, traj, attempt, kept, phases, wall_s), traj
     raise AssertionError("unreachable: the last attempt always returns")
+
+
+def job_config(
+    tasks: list[Task],
+    model: str,
+    *,
+    samples: int = 1,
+    keep_final: bool = False,
+    reasoning_effort: str | None = None,
+) -> JobConfig:
+    """What the job is: what a folder's ``config.json`` must match for a run to resume it."""
+    return JobConfig(
+        model=model,
+        samples=samples,
+        tasks={t.id: task_digest(t) for t in tasks},
+        keep_final=keep_final,
+        reasoning_effort=reasoning_effort,
+        folders={t.id: str(t.folder) for t in tasks if t.folder is not None},
+        tags={t.id: list(t.tags) for t in tasks if t.tags},
+    )
+
+
+def job_id(out: Path) -> str:
+    """The label (``agentenv.job``) of everything the job in folder ``out`` makes."""
+    return hashlib.sha256(str(out.resolve()).encode()).hexdigest()[:16]
+
+
+def collect_leftovers(out: Path) -> int:
+    """Remove the containers, volumes and images that killed runs of the job in ``out``
+    left behind (their runner process is gone); never those of a live run, or of another
+    job. Returns how many went. Blocking."""
+    removed = gc.collect(connect(), job=job_id(out))
+    if removed:
+        runs = sorted({r.run for r in removed})
+        log.info("eval.collected", job=str(out), n=len(removed), runs=runs)
+    return len(removed)
 
 
 async def run_eval(
@@ -147,22 +218,23 @@ async def run_eval(
     on_progress: Callable[[Progress], None] | None = None,
     executor: Literal["local", "ray"] = "local",
     ray_address: str | None = None,
+    max_cost_usd: float | None = None,
 ) -> list[Row]:
     """Run every (task, sample) that ``out`` has no result for yet; return the summary of
-    all of them. Refuses (``ConfigMismatch``) a folder that holds a different job.
+    all of them. Refuses (``ConfigMismatch``) a folder that holds a different job; first
+    removes what killed runs of this job left running.
+
+    With ``max_cost_usd`` no episode starts once the job (earlier runs included) has spent
+    that much; running ones finish, and the total row's ``stopped`` says ``"max_cost"``.
+    The cap is not part of the job: run again with a higher one to go on.
 
     ``executor="ray"`` runs the episodes as Ray tasks on the nodes of the cluster at
     ``ray_address`` (each node using its own Docker engine); results and trajectories come
     back here and are written by this process, as with the local executor."""
     if samples < 1 or concurrency < 1 or attempts < 1:
         raise ValueError("samples, concurrency and attempts must be at least 1")
-    config = JobConfig(
-        model=model,
-        samples=samples,
-        tasks={t.id: task_digest(t) for t in tasks},
-        keep_final=keep_final,
-        reasoning_effort=reasoning_effort,
-        folders={t.id: str(t.folder) for t in tasks if t.folder is not None},
+    config = job_config(
+        tasks, model, samples=samples, keep_final=keep_final, reasoning_effort=reasoning_effort
     )
     policies = Policies(model, reasoning_effort=reasoning_effort)  # a missing key fails here
     check_config(out, config)
@@ -175,6 +247,8 @@ async def run_eval(
         errors=sum(not POLICY[r.outcome].graded for r in done.values()),
         cost_usd=sum(r.cost_usd for r in done.values()),
     )
+    budget = Budget(max_cost_usd, spent_usd=progress.cost_usd)
+    progress.collected = await anyio.to_thread.run_sync(collect_leftovers, out)
     log.info("eval.start", tasks=len(tasks), samples=samples, done=len(done), todo=len(todo))
     limiter = anyio.CapacityLimiter(concurrency)
     runner: EpisodeRunner
@@ -202,17 +276,30 @@ async def run_eval(
 
     async def one(task: Task, sample: int) -> None:
         async with limiter:
+            if not await budget.admit():
+                if not progress.budget_spent:
+                    progress.budget_spent = True
+                    log.info("eval.budget_spent", budget=budget.describe())
+                    report()
+                return
             progress.running += 1
             report()
+            started_at = time.time()
             try:
                 result, traj = await runner(task, sample)
             finally:
                 progress.running -= 1
+            # stamped here, by the process that writes the journal: the job's wall time
+            # is measured per run of this process, wherever the episode ran
+            result = result.model_copy(
+                update={"run": run_id(), "started_at": started_at, "finished_at": time.time()}
+            )
             if traj is not None and result.trajectory is not None:
                 # the trajectory first: a result line always has its file
                 write_atomic(out / result.trajectory, traj.model_dump_json(indent=1).encode())
             append_result(out, result)
             done[(task.id, sample)] = result
+            budget.spend(result.cost_usd)
             progress.done += 1
             progress.passed += result.passed
             progress.errors += not POLICY[result.outcome].graded
@@ -221,17 +308,27 @@ async def run_eval(
 
     report()
     try:
-        async with anyio.create_task_group() as tg:
-            for task, sample in todo:
-                tg.start_soon(one, task, sample)
+        with job_scope(job_id(out)):
+            async with anyio.create_task_group() as tg:
+                for task, sample in todo:
+                    tg.start_soon(one, task, sample)
     finally:
         await policies.aclose()
-    return write_summary(out, list(done.values()), samples)
+    stopped = "max_cost" if budget.stopped else None
+    return write_summary(out, list(done.values()), samples, config.tags, stopped=stopped)
 
 
-def write_summary(out: Path, results: list[EpisodeResult], k: int) -> list[Row]:
-    """Compute the summary and write ``summary.json``."""
-    rows = summarize(results, k)
+def write_summary(
+    out: Path,
+    results: list[EpisodeResult],
+    k: int,
+    tags: dict[str, list[str]] | None = None,
+    *,
+    stopped: str | None = None,
+) -> list[Row]:
+    """Compute the summary (with per-tag subtotals from ``tags``, task id → its tags) and
+    write ``summary.json``."""
+    rows = summarize(results, k, tags, stopped=stopped)
     write_json(out / "summary.json", [r.model_dump() for r in rows])
     return rows
 
@@ -278,7 +375,18 @@ async def regrade(out: Path) -> list[Row]:
             )
         )
     rewrite_results(out, updated)
-    return write_summary(out, updated, config.samples)
+    return write_summary(out, updated, config.samples, config.tags)
 
 
-__all__ = ["JobStopped", "Progress", "load_config", "regrade", "run_eval", "write_summary"]
+__all__ = [
+    "JobStopped",
+    "Progress",
+    "collect_leftovers",
+    "job_config",
+    "job_id",
+    "load_config",
+    "regrade",
+    "run_eval",
+    "split_phases",
+    "write_summary",
+]

@@ -35,14 +35,30 @@ class JobSettings(BaseModel):
             if field in self.UNCOMPARED or now[field] == then.get(field):
                 continue
             a, b = then.get(field), now[field]
-            if isinstance(a, dict) and isinstance(b, dict) and set(a) == set(b):
-                changed = sorted(k for k in b if a[k] != b[k])
-                out.append(f"{field} changed since: {', '.join(map(str, changed))}")
-            elif isinstance(a, dict) and isinstance(b, dict):
-                out.append(f"{field}: {sorted(a)} then, {sorted(b)} now")
+            if isinstance(a, dict) and isinstance(b, dict):
+                out.append(_dict_change(field, a, b))
             else:
                 out.append(f"{field}: {a!r} then, {b!r} now")
         return out
+
+
+def _names(keys: list[str], shown: int = 5) -> str:
+    more = f", … {len(keys) - shown} more" if len(keys) > shown else ""
+    return ", ".join(keys[:shown]) + more
+
+
+def _dict_change(field: str, a: dict[str, Any], b: dict[str, Any]) -> str:
+    """What changed in a mapping (such as task id → digest), compactly: counts of added,
+    removed and changed keys with the first few names, however many there are."""
+    parts = []
+    for what, keys in (
+        ("added", [k for k in b if k not in a]),
+        ("removed", [k for k in a if k not in b]),
+        ("changed", [k for k in b if k in a and a[k] != b[k]]),
+    ):
+        if keys:
+            parts.append(f"{len(keys)} {what} ({_names(sorted(map(str, keys)))})")
+    return f"{field}: {'; '.join(parts)}"
 
 
 def check_config(folder: Path, config: JobSettings) -> None:

@@ -25,7 +25,14 @@ RESULTS = "results.jsonl"
 
 
 class EpisodeResult(Spend):
-    """One finished episode (graded, or an error after its retries)."""
+    """One finished episode (graded, or an error after its retries).
+
+    ``wall_s`` is the whole episode, retries included, and ``phases`` splits it (seconds):
+    ``prepare`` (the task's image and prepared state), ``create`` (the agent's sandbox),
+    ``model`` (waiting for the model; the sandbox is frozen meanwhile), ``tools``,
+    ``finish`` (reading the final workdir), ``verify``, ``teardown`` (removing sandboxes
+    and images), ``retries`` (failed attempts before the last) and ``other``. Lines
+    written before these existed read as empty phases and no times."""
 
     task_id: str
     sample: int
@@ -41,12 +48,16 @@ class EpisodeResult(Spend):
     final_state: str | None = None  # the final workspace kept with --keep-final (a tar)
     score: Score | None = None
     node: str | None = None  # where it ran, with a distributed executor
+    phases: dict[str, float] = Field(default_factory=dict)
+    run: str | None = None  # the run id of the runner that ran it (a job resumed has several)
+    started_at: float | None = None  # unix time
+    finished_at: float | None = None
 
 
 class JobConfig(JobSettings):
     """What must match for a re-run to resume an eval job folder."""
 
-    UNCOMPARED: ClassVar[tuple[str, ...]] = ("folders",)
+    UNCOMPARED: ClassVar[tuple[str, ...]] = ("folders", "tags")
 
     model: str
     samples: int
@@ -54,6 +65,7 @@ class JobConfig(JobSettings):
     keep_final: bool = False
     reasoning_effort: str | None = None
     folders: dict[str, str] = Field(default_factory=dict)  # task id → folder, for regrading
+    tags: dict[str, list[str]] = Field(default_factory=dict)  # task id → tags, for subtotals
 
 
 def load_results(folder: Path, *, repair: bool = False) -> dict[tuple[str, int], EpisodeResult]:

@@ -1,11 +1,15 @@
-"""Per-task and total figures of a job: pass@1, pass@k (the unbiased estimator), mean reward,
-tokens, cache hits, dollars, wall time, errors."""
+"""Per-task, per-tag and total figures of a job: pass@1, pass@k (the unbiased estimator),
+mean reward, tokens, cache hits, dollars and dollars per solved episode, time by phase,
+errors; and for the whole job its wall time and episodes per second."""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping, Sequence
 from math import comb
+from typing import Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from agentenv.runner.outcomes import POLICY
 from agentenv.runner.results import EpisodeResult
@@ -21,10 +25,26 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     return 1.0 - comb(n - c, k) / comb(n, k)
 
 
+def natural_key(text: str) -> tuple[str | int, ...]:
+    """Sort key that orders the numbers inside names by value: task-2 before task-10."""
+    return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", text))
+
+
 class Row(BaseModel):
-    """The figures of one task, or of all of them (``task_id`` ``"total"``)."""
+    """The figures of one task (``kind`` ``"task"``), of the tasks carrying a tag
+    (``"tag"``, ``task_id`` ``"tag:<name>"``), or of all of them (``"total"``, ``task_id``
+    ``"total"``).
+
+    ``wall_s`` sums the episodes' wall times and ``phases`` splits it by phase (see
+    :class:`EpisodeResult`). ``usd_per_solved`` is every dollar the row's episodes spent
+    (failed and errored ones included) divided by the episodes that passed; ``None`` when
+    none passed. The total also has the job's own wall time (``job_wall_s``: for each run
+    of the job, from its first episode's start to its last one's end, summed over the
+    runs that resumed it), ``episodes_per_s`` over that time, and ``stopped`` when the job
+    stopped early (``"max_cost"``: its budget was spent)."""
 
     task_id: str
+    kind: Literal["task", "tag", "total"] = "task"
     episodes: int
     graded: int
     passed: int
@@ -37,17 +57,30 @@ class Row(BaseModel):
     completion_tokens: int
     cache_hit_rate: float
     cost_usd: float
+    usd_per_solved: float | None = None
     wall_s: float
+    phases: dict[str, float] = Field(default_factory=dict)
     errors: int
+    job_wall_s: float | None = None
+    episodes_per_s: float | None = None
+    stopped: str | None = None
 
 
-def _row(task_id: str, results: list[EpisodeResult], k: int) -> Row:
+def _row(
+    task_id: str, results: list[EpisodeResult], k: int, kind: Literal["task", "tag", "total"]
+) -> Row:
     graded = [r for r in results if POLICY[r.outcome].graded]
     n, c = len(graded), sum(r.passed for r in graded)
     prompt = sum(r.prompt_tokens for r in results)
     cached = sum(r.cached_tokens for r in results)
+    cost = sum(r.cost_usd for r in results)
+    phases: dict[str, float] = {}
+    for r in results:
+        for name, seconds in r.phases.items():
+            phases[name] = phases.get(name, 0.0) + seconds
     return Row(
         task_id=task_id,
+        kind=kind,
         episodes=len(results),
         graded=n,
         passed=c,
@@ -59,21 +92,65 @@ def _row(task_id: str, results: list[EpisodeResult], k: int) -> Row:
         cached_tokens=cached,
         completion_tokens=sum(r.completion_tokens for r in results),
         cache_hit_rate=cached / prompt if prompt else 0.0,
-        cost_usd=sum(r.cost_usd for r in results),
+        cost_usd=cost,
+        usd_per_solved=cost / c if c else None,
         wall_s=sum(r.wall_s for r in results),
+        phases=phases,
         errors=len(results) - n,
     )
 
 
-def summarize(results: list[EpisodeResult], k: int) -> list[Row]:
-    """One row per task (sorted), then the total. The total's pass@1 and pass@k are the
-    means over tasks that have graded samples (each task weighs the same)."""
+def _mean_over_tasks(row: Row, task_rows: list[Row]) -> Row:
+    # each task weighs the same, whatever its number of samples
+    for field in ("pass_at_1", "pass_at_k"):
+        values = [getattr(r, field) for r in task_rows if getattr(r, field) is not None]
+        setattr(row, field, sum(values) / len(values) if values else None)
+    return row
+
+
+def job_wall(results: list[EpisodeResult]) -> float | None:
+    """The job's wall time: per run, its first episode's start to its last one's end,
+    summed over runs (``None`` when no result has times, as in older job folders)."""
+    spans: dict[str, tuple[float, float]] = {}
+    for r in results:
+        if r.run is None or r.started_at is None or r.finished_at is None:
+            continue
+        first, last = spans.get(r.run, (r.started_at, r.finished_at))
+        spans[r.run] = (min(first, r.started_at), max(last, r.finished_at))
+    return sum(last - first for first, last in spans.values()) if spans else None
+
+
+def summarize(
+    results: list[EpisodeResult],
+    k: int,
+    tags: Mapping[str, Sequence[str]] | None = None,
+    *,
+    stopped: str | None = None,
+) -> list[Row]:
+    """One row per task (names with numbers in natural order: task-2 before task-10), one
+    per tag of ``tags`` (task id → its tags) unless the tag covers every task (it would
+    repeat the total), then the total. Tag and total pass@1 and pass@k are the means over
+    their tasks that have graded samples (each task weighs the same)."""
     by_task: dict[str, list[EpisodeResult]] = {}
     for r in results:
         by_task.setdefault(r.task_id, []).append(r)
-    rows = [_row(t, by_task[t], k) for t in sorted(by_task)]
-    total = _row("total", results, k)
-    for field in ("pass_at_1", "pass_at_k"):
-        values = [getattr(r, field) for r in rows if getattr(r, field) is not None]
-        setattr(total, field, sum(values) / len(values) if values else None)
-    return [*rows, total]
+    rows = {t: _row(t, by_task[t], k, "task") for t in sorted(by_task, key=natural_key)}
+    by_tag: dict[str, list[str]] = {}
+    for task_id in rows:
+        for tag in (tags or {}).get(task_id, ()):
+            by_tag.setdefault(tag, []).append(task_id)
+    tag_rows = [
+        _mean_over_tasks(
+            _row(f"tag:{tag}", [r for t in ids for r in by_task[t]], k, "tag"),
+            [rows[t] for t in ids],
+        )
+        for tag, ids in sorted(by_tag.items(), key=lambda item: natural_key(item[0]))
+        if len(ids) < len(rows)
+    ]
+    total = _mean_over_tasks(_row("total", results, k, "total"), list(rows.values()))
+    total.job_wall_s = job_wall(results)
+    timed = sum(r.started_at is not None for r in results)
+    if total.job_wall_s:
+        total.episodes_per_s = timed / total.job_wall_s
+    total.stopped = stopped
+    return [*rows.values(), *tag_rows, total]

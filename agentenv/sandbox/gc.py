@@ -23,6 +23,7 @@ class Leftover(BaseModel):
     status: str
     run: str
     owner: str
+    job: str = ""  # the job whose run made it (see :func:`labels.job_scope`)
     created: float
     expires: float
     stale: str | None
@@ -44,6 +45,7 @@ def _row(
         status=status,
         run=labels.get(L.RUN, ""),
         owner=labels.get(L.OWNER, ""),
+        job=labels.get(L.JOB, ""),
         created=number(L.CREATED),
         expires=number(L.EXPIRES),
         stale=L.stale_reason(labels, now),
@@ -74,10 +76,18 @@ def list_ours(engine: Engine) -> list[Leftover]:
     return rows
 
 
-def collect(engine: Engine, *, everything: bool = False, dry_run: bool = False) -> list[Leftover]:
+def collect(
+    engine: Engine, *, everything: bool = False, dry_run: bool = False, job: str | None = None
+) -> list[Leftover]:
     """Remove our stale containers, then our stale snapshot images; with ``everything``,
-    all of ours. Returns what was (or, with ``dry_run``, would be) removed. Blocking."""
-    doomed = [r for r in list_ours(engine) if everything or r.stale]
+    all of ours. With ``job``, only that job's objects whose owner process is gone (on this
+    host): what its killed runs left, never a live run's. Returns what was (or, with
+    ``dry_run``, would be) removed. Blocking."""
+    rows = list_ours(engine)
+    if job is not None:
+        doomed = [r for r in rows if r.job == job and L.owner_alive(r.owner) is False]
+    else:
+        doomed = [r for r in rows if everything or r.stale]
     if dry_run:
         return doomed
     removed = []

@@ -3,7 +3,8 @@
 Every container and snapshot image carries ``agentenv.run`` (run id), ``agentenv.owner``
 (``host:pid:start``, the creating process) and ``agentenv.expires`` (unix time), so that
 ``agentenv gc`` can remove what a crashed or killed process left behind, and never touch
-anything that is not ours.
+anything that is not ours. What is made inside :func:`job_scope` also carries
+``agentenv.job``, so that a resumed job can collect what its own killed runs left behind.
 """
 
 from __future__ import annotations
@@ -12,6 +13,9 @@ import os
 import socket
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from functools import cache
 
 RESERVED_PREFIX = "agentenv."
@@ -20,6 +24,7 @@ OWNER = "agentenv.owner"
 EXPIRES = "agentenv.expires"
 KIND = "agentenv.kind"  # "sandbox" or "snapshot"
 CREATED = "agentenv.created"
+JOB = "agentenv.job"  # the job (an eval job's folder) whose run made it
 SNAPSHOT_REPOSITORY = "agentenv/snapshot"  # where snapshot images are tagged
 KEPT = "kept"  # the owner of objects meant to outlive their process (expiry only)
 
@@ -47,11 +52,29 @@ def owner() -> str:
     return f"{socket.gethostname()}:{pid}:{_start_ticks(pid)}"
 
 
+# a context variable, not a parameter: the sandboxes of a job are made deep in the episode
+# lifecycle, and every task of the job's task group inherits the job's context
+_job: ContextVar[str | None] = ContextVar("agentenv_job", default=None)
+
+
+@contextmanager
+def job_scope(job: str) -> Iterator[None]:
+    """Label everything made inside this block (in this task and the tasks it starts)
+    with ``agentenv.job=job``."""
+    token = _job.set(job)
+    try:
+        yield
+    finally:
+        _job.reset(token)
+
+
 def labels_for(kind: str, ttl_s: float, extra: dict[str, str] | None = None) -> dict[str, str]:
     """The labels for a new object of ``kind`` that may be collected after ``ttl_s``."""
     now = time.time()
+    job = _job.get()
     return {
         **(extra or {}),
+        **({JOB: job} if job is not None else {}),
         RUN: run_id(),
         OWNER: owner(),
         KIND: kind,

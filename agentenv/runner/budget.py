@@ -1,0 +1,60 @@
+"""A job's budget in dollars: once what the job has spent reaches the cap, no new item (an
+episode, a repo) starts; the ones already running finish, so the job can end above the cap
+by what they spend. The cap is on the whole job, earlier runs included: a job stopped by
+its budget resumes with a higher cap and runs only what is left.
+
+A job makes one :class:`Budget` with what its folder already spent, asks :meth:`Budget.admit`
+right before starting each item, and calls :meth:`Budget.spend` as each one finishes.
+"""
+
+from __future__ import annotations
+
+import math
+
+import anyio
+
+
+class Budget:
+    """Dollars a job may spend (``max_usd``; ``None``: no cap) and what it has spent."""
+
+    def __init__(self, max_usd: float | None = None, *, spent_usd: float = 0.0):
+        if max_usd is not None and not (max_usd >= 0 and math.isfinite(max_usd)):
+            raise ValueError(f"a budget must be a number of dollars >= 0, not {max_usd!r}")
+        self.max_usd = max_usd
+        self.spent_usd = spent_usd
+        self.refused = 0  # items not started because the budget was spent
+
+    def spend(self, usd: float) -> None:
+        """Count what a finished item cost."""
+        self.spent_usd += usd
+
+    @property
+    def exhausted(self) -> bool:
+        """Whether the cap is reached: no new item may start."""
+        return self.max_usd is not None and self.spent_usd >= self.max_usd
+
+    @property
+    def stopped(self) -> bool:
+        """Whether the budget kept at least one item from starting."""
+        return self.refused > 0
+
+    async def admit(self) -> bool:
+        """Call right before starting an item: ``True`` to start it, ``False`` (counted in
+        ``refused``) once the budget is spent. Yields to the event loop first, so that the
+        spend of an item that has just finished is counted before the decision."""
+        await anyio.lowlevel.checkpoint()
+        if self.exhausted:
+            self.refused += 1
+            return False
+        return True
+
+    def describe(self) -> str:
+        """One line for a person: what was spent of the cap, and what did not start."""
+        cap = "no cap" if self.max_usd is None else f"the ${self.max_usd:.4f} budget"
+        line = f"spent ${self.spent_usd:.4f} of {cap}"
+        if self.refused:
+            line += f"; {self.refused} not started"
+        return line
+
+
+__all__ = ["Budget"]
