@@ -614,7 +614,10 @@ def report(
     title = f"{folder}: {len(results)}/{expected} episodes with {config.model}"
     if failures:
         failed = sum(not r.passed for r in results)
-        _print_wide(failures_table(results, f"{title}, {failed} not passed"))
+        if failed:
+            _print_wide(failures_table(results, f"{title}, {failed} not passed"))
+        else:
+            out.print(f"{title}: every one passed", highlight=False, soft_wrap=True)
         return
     rows = write_summary(folder, results, config.samples, config.tags, stopped=_stopped(folder))
     if totals:

@@ -209,6 +209,7 @@ class ProgressLines:
         self._last_at = self.started
         self._last_step = -1
         self._last: Progress | None = None
+        self._printed: Progress | None = None
 
     def update(self, progress: Progress) -> None:
         """Take the job's progress; print when another step of episodes is done."""
@@ -219,15 +220,18 @@ class ProgressLines:
             self.print()
 
     def tick(self) -> None:
-        """Print if nothing was printed for ``every_s`` seconds."""
+        """Print if nothing was printed for ``every_s`` seconds (even if nothing changed:
+        a line now and then says the job is alive)."""
         if self._last is not None and time.monotonic() - self._last_at >= self.every_s:
+            self._printed = None
             self.print()
 
     def print(self) -> None:
-        """Print the latest progress now."""
+        """Print the latest progress now (the job's end, say), unless just printed."""
         p = self._last
-        if p is None:
+        if p is None or p == self._printed:
             return
+        self._printed = p
         self._last_at = time.monotonic()
         elapsed = _seconds(self._last_at - self.started)
         spent = " · budget spent, starting no more" if p.budget_spent else ""

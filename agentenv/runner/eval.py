@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Literal
@@ -248,6 +249,9 @@ async def run_eval(
         cost_usd=sum(r.cost_usd for r in done.values()),
     )
     budget = Budget(max_cost_usd, spent_usd=progress.cost_usd)
+    # the process's run id (its sandboxes' label) and this call: one process may run a job
+    # several times, and the job's wall time is counted per call
+    this_run = f"{run_id()}.{uuid.uuid4().hex[:6]}"
     progress.collected = await anyio.to_thread.run_sync(collect_leftovers, out)
     log.info("eval.start", tasks=len(tasks), samples=samples, done=len(done), todo=len(todo))
     limiter = anyio.CapacityLimiter(concurrency)
@@ -292,7 +296,7 @@ async def run_eval(
             # stamped here, by the process that writes the journal: the job's wall time
             # is measured per run of this process, wherever the episode ran
             result = result.model_copy(
-                update={"run": run_id(), "started_at": started_at, "finished_at": time.time()}
+                update={"run": this_run, "started_at": started_at, "finished_at": time.time()}
             )
             if traj is not None and result.trajectory is not None:
                 # the trajectory first: a result line always has its file

@@ -49,7 +49,7 @@ class EpisodeResult(Spend):
     score: Score | None = None
     node: str | None = None  # where it ran, with a distributed executor
     phases: dict[str, float] = Field(default_factory=dict)
-    run: str | None = None  # the run id of the runner that ran it (a job resumed has several)
+    run: str | None = None  # the runner's run id and call (a job resumed has several runs)
     started_at: float | None = None  # unix time
     finished_at: float | None = None
 

@@ -8,6 +8,7 @@ import io
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 
@@ -15,7 +16,8 @@ import docker.errors
 import pytest
 
 from agentenv.sandbox import DockerSandbox, SandboxSpec, connect, gc
-from agentenv.sandbox.labels import RUN, labels_for, stale_reason
+from agentenv.sandbox.images import BASE_IMAGE
+from agentenv.sandbox.labels import JOB, RUN, job_scope, labels_for, stale_reason
 from tests.helpers import start_script
 
 LEAKER = """
@@ -119,3 +121,35 @@ async def test_gc_takes_a_workdir_volume_whose_sandbox_is_gone_and_no_one_elses(
         assert mount["Name"] not in names and stranger["Name"] in names
     finally:
         engine.api.remove_volume(stranger["Name"])
+
+
+def test_a_job_collects_only_its_own_dead_runs_leftovers() -> None:
+    """What a resumed job removes: its objects whose runner is gone; not its live runner's,
+    not another job's (even a dead one's: that is `agentenv gc`'s to take)."""
+    engine = connect()
+    host = socket.gethostname()
+    made = {}
+    for name, job, owner in (
+        ("dead", "job-a", f"{host}:999999999:1"),
+        ("live", "job-a", None),  # this process: alive
+        ("other", "job-b", f"{host}:999999999:1"),
+        ("elsewhere", "job-a", "another-host:1:1"),  # cannot tell: left alone
+    ):
+        with job_scope(job):
+            labels = labels_for("sandbox", ttl_s=600)
+        assert labels[JOB] == job
+        if owner is not None:
+            labels["agentenv.owner"] = owner
+        made[name] = engine.api.create_container(BASE_IMAGE, ["true"], labels=labels)["Id"]
+    assert JOB not in labels_for("sandbox", ttl_s=600)  # outside the scope: no job label
+    try:
+        removed = gc.collect(engine, job="job-a")
+        assert [r.id for r in removed] == [made["dead"]] and removed[0].job == "job-a"
+        with pytest.raises(docker.errors.NotFound):
+            engine.api.inspect_container(made["dead"])
+        for name in ("live", "other", "elsewhere"):
+            assert engine.api.inspect_container(made[name])
+    finally:
+        for cid in made.values():
+            with contextlib.suppress(docker.errors.NotFound):
+                engine.api.remove_container(cid, force=True)

@@ -1,0 +1,96 @@
+"""`agentenv eval` and `agentenv report` as a user runs them, through a pipe (no terminal):
+progress as plain lines, a budget that stops a job and a higher one that finishes it, rows
+in natural order with subtotals per tag, the totals-only and failures-only views, and a
+folder of another job refused before anything else is printed."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from agentenv.model import K3Server
+from agentenv.runner.results import load_results
+from tests.runner.test_eval import make_task, solving_script
+
+ENV = {**os.environ, "COLUMNS": "200"}
+
+
+def agentenv(*args: str) -> subprocess.CompletedProcess[str]:
+    argv = [sys.executable, "-m", "agentenv", *args]
+    return subprocess.run(argv, env=ENV, capture_output=True, text=True, timeout=300)
+
+
+def test_budget_views_and_refusal_through_the_cli(tmp_path: Path) -> None:
+    tasks = tmp_path / "tasks"
+    for name, tags in (("task-10", ("hard",)), ("task-2", ("easy",)), ("task-1", ("easy",))):
+        make_task(tasks, name, tags=tags)
+    wrong = make_task(tasks, "task-3", tags=("hard",))
+    # the model writes 'hello task-3'; this check wants something else
+    (wrong / "tests" / "check.sh").write_text(
+        "echo \"wanted 'bye', got '$(cat greeting.txt)'\"; test \"$(cat greeting.txt)\" = bye\n"
+    )
+    job = tmp_path / "job"
+    with K3Server(solving_script) as server:
+        model = f"{server.base_url}#input=1&output=2"
+        run = ("eval", str(tasks), "--model", model, "--concurrency", "1", "--out", str(job))
+
+        stopped = agentenv(*run, "--max-cost", "0.000001")
+        assert stopped.returncode == 3, stopped.stderr
+        assert len(load_results(job)) == 1 and len(server.requests) == 1
+        assert re.search(r"stopped: the job has spent \$0\.\d+ of its --max-cost", stopped.stderr)
+        assert "3 episodes not started" in stopped.stderr
+        assert "eval 1/4 done (25%)" in stopped.stderr  # plain progress lines in a pipe
+        assert "budget spent" in stopped.stderr
+        summary = json.loads((job / "summary.json").read_text())
+        assert summary[-1]["stopped"] == "max_cost" and summary[-1]["cost_usd"] > 0
+
+        done = agentenv(*run, "--max-cost", "100")
+        assert done.returncode == 0, done.stderr
+        assert len(server.requests) == 4
+    assert "resuming" in done.stderr and "stopped" not in done.stderr
+    assert re.search(
+        r"^eval 4/4 done \(100%\) · 3 passed · 0 running · 0 errors", done.stderr, re.M
+    )
+    rows = [line.split("│")[1].strip() for line in done.stdout.splitlines() if "│" in line]
+    assert rows == [
+        "task-1",
+        "task-2",
+        "task-3",
+        "task-10",
+        "tag:easy",
+        "tag:hard",
+        "total",
+    ]
+    assert "$/solved" in done.stdout
+    assert re.search(r"^job \d+\.\d s wall \(\d+\.\d\d episodes/s\) · episodes ", done.stdout, re.M)
+    assert re.search(r"prepare .*create .*model .*tools .*verify .*teardown", done.stdout)
+    summary = json.loads((job / "summary.json").read_text())
+    total = summary[-1]
+    assert total["stopped"] is None and total["passed"] == 3
+    assert total["usd_per_solved"] == total["cost_usd"] / 3
+
+    totals = agentenv("report", str(job), "--totals")
+    assert totals.returncode == 0, totals.stderr
+    names = [line.split("│")[1].strip() for line in totals.stdout.splitlines() if "│" in line]
+    assert names == ["tag:easy", "tag:hard", "total"]
+
+    failures = agentenv("report", str(job), "--failures")
+    assert failures.returncode == 0, failures.stderr
+    assert "1 not passed" in failures.stdout
+    assert "task-3" in failures.stdout and "wanted 'bye', got 'hello task-3'" in failures.stdout
+    assert "task-1 " not in failures.stdout
+
+    # another job pointed at this folder: refused first, saying what differs, nothing else
+    before = (job / "results.jsonl").read_bytes(), (job / "log.jsonl").read_bytes()
+    other = agentenv("eval", str(tasks), "--model", "oracle", "--samples", "2", "--out", str(job))
+    assert other.returncode == 1 and other.stdout == ""
+    assert "resuming" not in other.stderr and "eval " not in other.stderr
+    message = " ".join(other.stderr.split())
+    assert "holds results of a different job" in message
+    assert "model:" in message and "samples: 1 then, 2 now" in message
+    assert len(other.stderr.splitlines()) <= 6  # compact
+    assert ((job / "results.jsonl").read_bytes(), (job / "log.jsonl").read_bytes()) == before
