@@ -492,8 +492,9 @@ def eval_(
         raise _fail(str(e)) from e
     if lines is not None:
         lines.print()  # the last state, whatever the step
-    plural = "s" if samples > 1 else ""
-    _print_wide(summary_table(rows, f"{len(tasks)} tasks × {samples} sample{plural} with {model}"))
+    many = ("s" if len(tasks) != 1 else "", "s" if samples != 1 else "")
+    title = f"{len(tasks)} task{many[0]} × {samples} sample{many[1]} with {model}"
+    _print_wide(summary_table(rows, title))
     out.print(phase_line(rows[-1]), highlight=False, soft_wrap=True)
     out.print(
         f"results in {folder}/ (results.jsonl, trajectories/, summary.json, log.jsonl)",
