@@ -11,6 +11,7 @@ from agentenv.agent.export import NoTokens, to_concat
 from agentenv.agent.loop import Trajectory, Turn
 from agentenv.model.types import Completion
 from agentenv.runner.results import EpisodeResult, append_result, load_results
+from agentenv.runner.summary import summarize
 
 
 def test_cut_and_bad_lines(tmp_path: Path) -> None:
@@ -37,3 +38,22 @@ def test_logprobs_that_do_not_line_up_are_refused() -> None:
     )
     with pytest.raises(NoTokens, match="3 token ids but 2 logprobs"):
         to_concat(traj)
+
+
+def test_results_written_before_phases_and_budgets_still_read_and_summarize(
+    tmp_path: Path,
+) -> None:
+    old = (
+        b'{"task_id": "task-10", "sample": 0, "outcome": "graded", "reward": 1.0, '
+        b'"passed": true, "attempts": 1, "turns": 2, "wall_s": 3.5, "cost_usd": 0.5}\n'
+        b'{"task_id": "task-9", "sample": 0, "outcome": "graded", "reward": 0.0, '
+        b'"passed": false, "wall_s": 1.5}\n'
+    )
+    (tmp_path / "results.jsonl").write_bytes(old)
+    results = load_results(tmp_path)
+    assert results[("task-10", 0)].phases == {} and results[("task-10", 0)].run is None
+    rows = summarize(list(results.values()), 1)
+    assert [r.task_id for r in rows] == ["task-9", "task-10", "total"]
+    total = rows[-1]
+    assert total.wall_s == 5.0 and total.phases == {} and total.job_wall_s is None
+    assert total.episodes_per_s is None and total.usd_per_solved == 0.5
