@@ -67,7 +67,9 @@ async def test_codemod_job_gives_every_outcome_and_apply_makes_branches(
 
     head_before = git(repos / "billing", "rev-parse", "HEAD")
     made = apply_patches(entries, tmp_path / "j", "rename-helper")
-    assert made == {"billing": "agentenv/rename-helper"}
+    assert [(a.repo, a.made and a.made.branch, a.made and a.made.status) for a in made] == [
+        ("billing", "agentenv/rename-helper", "created")
+    ]
     billing_repo = repos / "billing"
     assert git(billing_repo, "rev-parse", "HEAD") == head_before  # current branch untouched
     assert git(billing_repo, "symbolic-ref", "--short", "HEAD").strip() == "main"
