@@ -91,7 +91,7 @@ async def test_a_failing_codemod_is_an_error_and_timeouts_say_so(tmp_path: Path)
 # without care, `python3 -m pytest` tests that copy and a broken checkout passes
 SHIPPED = "def first(iterable, default=None):\n    for item in iterable:\n        return item\n    return default\n"  # noqa: E501
 TEST_FIRST = (
-    "from more_itertools import first\n\n\ndef test_first():\n    assert first([7, 8]) == 7\n"  # noqa: E501
+    "from more_itertools import first\n\n\ndef test_first():\n    assert first([7, 8]) == 7\n"
 )
 BREAK_FIRST = "command:sed -i 's/return item/return None/' src/more_itertools/__init__.py"
 
