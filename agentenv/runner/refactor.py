@@ -529,7 +529,7 @@ def apply_patches(
 def md(text: str) -> str:
     """``text`` made safe for one Markdown table cell: pipes, backticks and other markup
     escaped, line breaks as ``<br>``."""
-    text = re.sub(r"([\\`*_\[\]<>|#~])", r"\\\1", text.strip())
+    text = re.sub(r"([\\`*_\[\]<>|~])", r"\\\1", text.strip())
     return re.sub(r"\r?\n", "<br>", text)
 
 

@@ -463,6 +463,8 @@ def create_branch(
     working tree and current branch are not touched, and no existing branch is ever moved:
     if ``branch`` already holds exactly this change (same parent, same tree) nothing is
     done; if it holds anything else, the change goes to ``branch-2`` (``-3``, …) instead."""
+    if not entry.path.is_dir():
+        raise RepoError(f"{entry.path}: no such folder")
     name, email, fallback = git_identity(entry.path)
     with tempfile.TemporaryDirectory(prefix="agentenv-branch-") as tmp:
         work = Path(tmp)
