@@ -209,18 +209,10 @@ _SKIP = {".git", "node_modules", ".venv", "venv", ".tox", ".nox", "build", "dist
 _PYTHON_WORD = re.compile(r"(?<![\w.-])python(?![\w.-])")
 
 
-def _make_test_recipe(makefile: Path) -> list[str] | None:
-    """The recipe lines of the ``test`` target, or ``None`` if there is no such target."""
-    lines = makefile.read_text(errors="replace").splitlines()
-    for i, line in enumerate(lines):
-        if re.match(r"test\s*:(?!=)", line):
-            recipe = []
-            for after in lines[i + 1 :]:
-                if not after.startswith("\t"):
-                    break
-                recipe.append(after.strip())
-            return recipe
-    return None
+def _has_test_target(makefile: Path) -> bool:
+    """Whether the Makefile has a ``test`` target (``test:``, not ``test := …``)."""
+    text = makefile.read_text(errors="replace")
+    return re.search(r"^test\s*:(?!=)", text, re.MULTILINE) is not None
 
 
 def _test_files(tree: Path, limit: int = 3) -> list[str]:
@@ -349,7 +341,7 @@ def detect_test_command(tree: Path) -> TestCommand | None:
     installed (the base image ships several common packages): ``python3 -m pytest`` puts
     the repo's root first on ``sys.path``, and a ``src/`` layout gets ``PYTHONPATH=$PWD/src``
     (nothing is installed: the image has no pip and the checker runs offline). A Makefile's
-    ``test`` target comes first (it is the project's own way); one whose recipe calls
+    ``test`` target comes first (it is the project's own way); one that calls
     ``python`` gets a ``python`` → ``python3`` link for the run."""
     src = _src_layout(tree)
     prefix = 'PYTHONPATH="$PWD/src" ' if src else ""
@@ -363,14 +355,12 @@ def detect_test_command(tree: Path) -> TestCommand | None:
         "" if src else "; python3 -m pytest imports the checkout first (its root leads sys.path)"
     )
     makefile = tree / "Makefile"
-    recipe = _make_test_recipe(makefile) if makefile.is_file() else None
-    if recipe is not None:
-        shim = any(_PYTHON_WORD.search(line) for line in recipe)
+    if makefile.is_file() and _has_test_target(makefile):
+        # the whole Makefile: `PYTHON ?= python` is often set far from the recipe using it
+        shim = _PYTHON_WORD.search(makefile.read_text(errors="replace")) is not None
         why = "Makefile has a test target"
         if shim:
-            why += (
-                "; its recipe calls `python` (the image has python3): a link to python3 is on PATH"
-            )
+            why += "; it calls `python` (the image has python3): a link to python3 is on PATH"
         return TestCommand(
             command=(PYTHON_SHIM if shim else "") + prefix + "make test",
             reason=why + (src_why if src else ""),

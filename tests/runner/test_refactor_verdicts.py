@@ -130,7 +130,7 @@ async def test_detection_covers_the_common_python_layouts(tmp_path: Path) -> Non
         },
         # `make test` calling `python`, which the image does not have
         "makepy": {
-            "Makefile": "test:\n\tpython -m pytest -q checks/test_calc.py\n",
+            "Makefile": "PYTHON ?= python\n\ntest:\n\t$(PYTHON) -m pytest -q checks/test_calc.py\n",
             "calc.py": ADD,
             "checks/test_calc.py": TEST_ADD.format(mod="calc"),
         },
