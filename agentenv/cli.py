@@ -511,15 +511,44 @@ def eval_(
         raise typer.Exit(3)
 
 
+def _instruction_text(instruction: str | None, instruction_file: Path | None) -> str:
+    """The instruction: ``--instruction-file``'s content, or ``--instruction`` (the content
+    of the file it names, if it names an existing file; else the text itself)."""
+    if (instruction is None) == (instruction_file is None):
+        raise _fail("give the change to make with --instruction TEXT or --instruction-file FILE")
+    if instruction_file is not None:
+        try:
+            text = instruction_file.read_text()
+        except (OSError, UnicodeDecodeError) as e:
+            raise _fail(f"--instruction-file {instruction_file}: {e}") from e
+    else:
+        assert instruction is not None
+        try:  # a long text is not a file name: stat fails with "File name too long"
+            is_file = Path(instruction).is_file()
+        except (OSError, ValueError):
+            is_file = False
+        text = Path(instruction).read_text() if is_file else instruction
+    if not text.strip():
+        raise _fail("the instruction is empty")
+    return text
+
+
 @app.command()
 def refactor(
     repos: Annotated[
         Path,
         typer.Option(
-            help="A file listing repos (PATH [test=…] [image=…] [branch=…]), or a folder of repos."
+            help="A file listing repos (PATH [test=…] [image=…] [branch=…] [name=…]), or a "
+            "folder of repos."
         ),
     ],
-    instruction: Annotated[str, typer.Option(help="The change to make: text, or a file.")],
+    instruction: Annotated[
+        str | None,
+        typer.Option(help="The change to make: text, or the name of a file holding it."),
+    ] = None,
+    instruction_file: Annotated[
+        Path | None, typer.Option(help="A file holding the change to make.")
+    ] = None,
     model: Annotated[
         str, typer.Option("--model", "-m", help='kimi-k3, a URL, or command:"a codemod".')
     ] = "kimi-k3",
@@ -528,19 +557,36 @@ def refactor(
         "runs/refactor"
     ),
     apply: Annotated[
-        bool, typer.Option("--apply", help="Commit each changed-green patch to agentenv/<job>.")
+        bool,
+        typer.Option("--apply", help="Commit each changed-green patch to a branch agentenv/<job>."),
     ] = False,
     max_turns: Annotated[int, typer.Option(min=1)] = 50,
+    test_timeout: Annotated[
+        float, typer.Option(min=1, help="Seconds one run of a repo's tests may take.")
+    ] = 900,
+    command_timeout: Annotated[
+        float,
+        typer.Option(min=1, max=3600, help="Seconds a command: codemod may take per repo."),
+    ] = 1800,
 ) -> None:
     """One instruction, many repos: a verified patch per repo, a report, and optionally a
-    branch per repo. Re-running on the same --out resumes."""
+    branch per repo. Re-running on the same --out resumes (and takes on repos added to the
+    list)."""
     from agentenv.agent.loop import Limits
     from agentenv.runner import Policies
     from agentenv.runner.journal import ConfigMismatch
-    from agentenv.runner.refactor import RepoResult, apply_patches, run_refactor
-    from agentenv.runner.repos import RepoError, load_repo_list
+    from agentenv.runner.refactor import (
+        RepoResult,
+        apply_patches,
+        run_refactor,
+        totals_line,
+    )
+    from agentenv.runner.repos import RepoError, load_repo_list, ref_format_problem
 
-    text = Path(instruction).read_text() if Path(instruction).is_file() else instruction
+    text = _instruction_text(instruction, instruction_file)
+    job_name = out_dir.resolve().name
+    if apply and (problem := ref_format_problem(f"agentenv/{job_name}")) is not None:
+        raise _fail(f"--apply: {problem}, made from the --out folder's name; choose another --out")
     try:
         entries = load_repo_list(repos)
         Policies(model)  # a missing key, before any output
@@ -555,8 +601,8 @@ def refactor(
         colour = {"changed-green": "green", "error": "red", "changed-red": "red"}.get(
             r.outcome, "yellow"
         )
-        detail = r.error or "; ".join(r.notes)
-        out.print(f"[{colour}]{r.outcome:14}[/] {r.repo}  [dim]{detail[:150]}[/]", highlight=False)
+        detail = " | ".join((r.why or "; ".join(r.notes)).split("\n"))
+        out.print(f"[{colour}]{r.outcome:14}[/] {r.repo}  [dim]{detail[:200]}[/]", highlight=False)
 
     async def job() -> list[RepoResult]:
         return await run_refactor(
@@ -567,6 +613,8 @@ def refactor(
             concurrency=concurrency,
             limits=Limits(max_turns=max_turns),
             on_done=show,
+            test_timeout_s=test_timeout,
+            command_timeout_s=command_timeout,
         )
 
     try:
@@ -576,18 +624,29 @@ def refactor(
         raise typer.Exit(130) from None
     except (ConfigMismatch, KeyError, ValueError, NoRoute) as e:
         raise _fail(str(e).strip("'\"")) from e
-    counts: dict[str, int] = {}
-    for r in results:
-        counts[r.outcome] = counts.get(r.outcome, 0) + 1
-    out.print(", ".join(f"{n} {o}" for o, n in sorted(counts.items())), highlight=False)
+    out.print(totals_line(results), highlight=False)
+    failed_apply = False
     if apply:
         try:
-            made = apply_patches(entries, out_dir, out_dir.resolve().name)
+            applied = apply_patches(entries, out_dir, job_name, text)
         except RepoError as e:
             raise _fail(str(e)) from e
-        for repo, branch in made.items():
-            out.print(f"applied: {repo} → branch {branch}", highlight=False)
-    out.print(f"report: {out_dir}/summary.md, patches in {out_dir}/patches/", highlight=False)
+        for a in applied:
+            if a.made is None:
+                failed_apply = True
+                err.print(f"not applied: {a.repo}: {a.error}", highlight=False)
+                continue
+            what = {"created": "→ branch", "unchanged": "already on branch", "renamed": "→ branch"}
+            note = f"  ({a.made.note})" if a.made.note else ""
+            out.print(
+                f"applied: {a.repo} {what[a.made.status]} {a.made.branch}{note}", highlight=False
+            )
+    out.print(
+        f"report: {out_dir}/summary.md (and summary.json), patches in {out_dir}/patches/",
+        highlight=False,
+    )
+    if failed_apply:
+        raise typer.Exit(1)
 
 
 @app.command()

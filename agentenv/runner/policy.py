@@ -22,8 +22,15 @@ BUILT_IN = ("oracle", "null")
 class Policies:
     """The policy for each episode of a job."""
 
-    def __init__(self, spec: str, *, reasoning_effort: str | None = None):
+    def __init__(
+        self,
+        spec: str,
+        *,
+        reasoning_effort: str | None = None,
+        command_timeout_s: float = 1800.0,
+    ):
         self.spec = spec
+        self.command_timeout_s = command_timeout_s  # a command: policy's, before it is killed
         self.router: Router | None = None
         if spec not in BUILT_IN and not spec.startswith("command:"):
             endpoints = [resolve_endpoint(part.strip()) for part in spec.split(",")]
@@ -43,7 +50,9 @@ class Policies:
                 raise TaskError(f"task {task.id!r} has no solution.sh for the oracle")
             return policies.oracle(task.solution.read_text())
         if self.spec.startswith("command:"):
-            return policies.command(self.spec.removeprefix("command:"))
+            return policies.command(
+                self.spec.removeprefix("command:"), timeout_s=self.command_timeout_s
+            )
         if self.spec == "null" or self.router is None:
             return policies.null()
         return self.router.for_task(task.tags, task_id=task.id)

@@ -13,7 +13,9 @@ sandbox, as the agent's user. The job folder holds
 
 from __future__ import annotations
 
+import difflib
 import hashlib
+import json
 import re
 import tempfile
 import time
@@ -25,7 +27,7 @@ import anyio
 import structlog
 from pydantic import BaseModel, Field
 
-from agentenv.agent.loop import Limits, Spend, run_episode
+from agentenv.agent.loop import Limits, Spend, Trajectory, run_episode
 from agentenv.runner.episode import (
     Prepared,
     prepare,
@@ -35,6 +37,7 @@ from agentenv.runner.episode import (
     workspace_tar,
 )
 from agentenv.runner.journal import (
+    CONFIG,
     JobSettings,
     append_line,
     check_config,
@@ -44,12 +47,14 @@ from agentenv.runner.journal import (
 from agentenv.runner.outcomes import classify
 from agentenv.runner.policy import Policies
 from agentenv.runner.repos import (
+    BranchMade,
     RepoEntry,
     RepoError,
     apply_patch,
     clone_committed,
     create_branch,
     detect_test_command,
+    ref_format_problem,
 )
 from agentenv.sandbox.images import BASE_IMAGE
 from agentenv.tasks import Task
@@ -61,9 +66,11 @@ PATCH_FILE = "/tmp/agentenv-change.patch"  # in the sandbox, outside the repo
 # caches that running code leaves behind; never part of a patch
 JUNK = "':(exclude,glob)**/__pycache__/**' ':(exclude,glob)**/.pytest_cache/**'"
 WORKDIR = "/workspace"
+TEST_TIMEOUT_S = 900.0
 RepoOutcome = Literal[
     "changed-green", "changed-red", "baseline-red", "no-change", "patch-conflict", "error"
 ]
+SOLVED = "changed-green"
 
 
 class TestRun(BaseModel):
@@ -75,23 +82,53 @@ class TestRun(BaseModel):
     failed: int | None = None
     duration_s: float = 0.0
     tail: str = ""
+    timed_out_s: float | None = None  # set when the run was killed at its timeout
 
     @property
     def green(self) -> bool:
         """Whether the tests passed."""
-        return self.exit_code == 0
+        return self.exit_code == 0 and self.timed_out_s is None
+
+    @property
+    def verdict(self) -> str:
+        """``green``, ``red, exit N`` or ``timed out after N s``, with counts when known."""
+        if self.timed_out_s is not None:
+            return f"timed out after {self.timed_out_s:g} s"
+        counts = f" ({self.passed} passed, {self.failed} failed)" if self.passed is not None else ""
+        return ("green" if self.green else f"red, exit {self.exit_code}") + counts
+
+    def why_red(self, lines: int = 3) -> str:
+        """The first lines that say why the run failed ("" when it passed): pytest's
+        ``FAILED``/``ERROR`` lines, else its ``E`` lines, else lines naming an error, else the
+        last lines of the output."""
+        if self.green:
+            return ""
+        if self.timed_out_s is not None:
+            return f"timed out after {self.timed_out_s:g} s"
+        text = [ln.rstrip() for ln in self.tail.splitlines() if ln.strip()]
+        for pick in (
+            lambda ln: ln.startswith(("FAILED ", "ERROR ")),
+            lambda ln: re.match(r"E\s+\S", ln) is not None,
+            lambda ln: re.search(r"\b(\w*Error|error|FAIL\w*|Traceback|panicked)\b", ln),
+        ):
+            found = [ln for ln in text if pick(ln)]
+            if found:
+                return "\n".join(ln[:300] for ln in found[:lines])
+        return "\n".join(ln[:300] for ln in text[-lines:])
 
 
 class RepoResult(Spend):
     """What happened to one repo."""
 
     repo: str
+    slug: str | None = None  # names the repo's files in the job folder
     path: str
     outcome: RepoOutcome
     branch: str | None = None
     commit: str | None = None
     notes: list[str] = Field(default_factory=list)
     test_command: str | None = None
+    test_reason: str | None = None  # why that command: given with test=…, or what detection saw
     before: TestRun | None = None
     after: TestRun | None = None
     patch: str | None = None  # relative to the job folder
@@ -104,14 +141,80 @@ class RepoResult(Spend):
     wall_s: float = 0.0
     applied: str | None = None  # the branch made by --apply
 
+    @property
+    def why(self) -> str:
+        """Why the repo is not ``changed-green``, in a few lines ("" when it is)."""
+        if self.error:
+            return self.error
+        run = self.after if self.outcome == "changed-red" else self.before
+        if self.outcome in ("changed-red", "baseline-red") and run is not None:
+            return run.why_red()
+        return ""
+
 
 class RefactorConfig(JobSettings):
-    """What must match for a re-run to resume a refactor job folder."""
+    """What must match for a re-run to resume a refactor job folder. Repos may be added
+    (the job takes them on); a listed repo's settings, the model, the instruction and the
+    turn limit may not change."""
+
+    UNCOMPARED = ("instruction",)
 
     model: str
     instruction_sha256: str
     repos: dict[str, str]  # name → path, test command, image, branch
     max_turns: int
+    instruction: str | None = None  # the text, to show what changed (older folders lack it)
+
+    def differences(self, before: JobSettings) -> list[str]:
+        """What differs from ``before``: long values as a short diff, repos added not at all."""
+        assert isinstance(before, RefactorConfig)
+        out = []
+        if self.model != before.model:
+            out.append(f"--model changed: {changed(before.model, self.model)}")
+        if self.instruction_sha256 != before.instruction_sha256:
+            if before.instruction is not None and self.instruction is not None:
+                out.append(
+                    f"the instruction changed: {changed(before.instruction, self.instruction)}"
+                )
+            else:
+                out.append(
+                    f"the instruction changed (sha256 {before.instruction_sha256[:12]} then, "
+                    f"{self.instruction_sha256[:12]} now)"
+                )
+        for name, then in before.repos.items():
+            now = self.repos.get(name)
+            if now is None:
+                out.append(f"repo {name!r} is no longer listed (list it again to resume)")
+            elif now != then:
+                out.append(f"repo {name!r} changed: {changed(then, now)}")
+        same = {"model", "instruction_sha256", "repos", "instruction"}
+        rest = before.model_copy(update={k: getattr(self, k) for k in same})
+        return out + super().differences(rest)
+
+
+def summarise(text: str, limit: int = 60) -> str:
+    """A long or multi-line value (a 90-line codemod, an instruction) as one short line:
+    its first line, cut, then its size and a hash to tell versions apart."""
+    lines = text.strip().splitlines() or [""]
+    if len(lines) == 1 and len(lines[0]) <= limit:
+        return lines[0]
+    first = lines[0] if len(lines[0]) <= limit else lines[0][: limit - 1] + "…"
+    digest = hashlib.sha256(text.encode()).hexdigest()[:12]
+    return f"{first} … ({len(lines)} lines, {len(text)} chars, sha256 {digest})"
+
+
+def changed(then: str, now: str, max_lines: int = 12) -> str:
+    """What changed from ``then`` to ``now``: both, if short; else a unified diff of the
+    lines that differ (one line of context, capped)."""
+    if "\n" not in then + now and len(then) + len(now) <= 160:
+        return f"{then!r} then, {now!r} now"
+    diff = list(
+        difflib.unified_diff(then.splitlines(), now.splitlines(), "then", "now", lineterm="", n=1)
+    )[2:]
+    shown = [ln if len(ln) <= 160 else ln[:159] + "…" for ln in diff[:max_lines]]
+    if len(diff) > max_lines:
+        shown.append(f"… ({len(diff) - max_lines} more diff lines)")
+    return "\n" + "\n".join(shown)
 
 
 _COUNT = re.compile(r"(\d+) (passed|failed|errors?)\b")
@@ -128,13 +231,14 @@ def parse_counts(output: str) -> tuple[int | None, int | None]:
     return found.get("passed", 0), found.get("failed", 0)
 
 
-def test_run(command: str, score: Score) -> TestRun:
+def test_run(command: str, score: Score, timeout_s: float | None = None) -> TestRun:
     """A repo's test run from the checker sandbox's score of its test command."""
     check = score.checks[0] if score.checks else None
     detail = check.detail if check else (score.error or "")
     exit_code = check.exit_code if check and check.exit_code is not None else None
+    timed_out = exit_code is None and detail.startswith("timed out")
     if exit_code is None:  # timed out, or could not run at all
-        exit_code = 124 if "timed out" in detail else 127
+        exit_code = 124 if timed_out else 127
     passed, failed = parse_counts(detail[-4000:])
     return TestRun(
         command=command,
@@ -143,6 +247,7 @@ def test_run(command: str, score: Score) -> TestRun:
         failed=failed,
         duration_s=check.duration_s if check else 0.0,
         tail=detail[-2000:],
+        timed_out_s=(timeout_s or TEST_TIMEOUT_S) if timed_out else None,
     )
 
 
@@ -154,6 +259,19 @@ def diff_stats(patch: str) -> tuple[int, int, int]:
     return files, plus, minus
 
 
+def command_failure(traj: Trajectory) -> str | None:
+    """Why a ``command:`` policy's command failed (its exit code or timeout and the tail of
+    its output, as the trajectory recorded them), or ``None`` if it succeeded."""
+    for turn in traj.turns:
+        for r in turn.tool_results:
+            if r.name == "bash" and r.error:
+                timed = re.search(r"\[timed out after ([\d.]+) s", r.output)
+                how = f"timed out after {timed.group(1)} s" if timed else f"exit {r.exit_code}"
+                tail = re.sub(r"\n?\[exit code -?\d+\]\s*$", "", r.output.strip())[-1500:].strip()
+                return f"the codemod failed ({how})" + (f": {tail}" if tail else "")
+    return None
+
+
 async def refactor_repo(
     entry: RepoEntry,
     instruction: str,
@@ -161,36 +279,42 @@ async def refactor_repo(
     *,
     out: Path,
     limits: Limits,
-    test_timeout_s: float = 900,
+    test_timeout_s: float = TEST_TIMEOUT_S,
 ) -> RepoResult:
     """One repo, end to end, through the episode lifecycle: its tests on the committed
     state and on the committed state plus the agent's patch each run in a new checker
     sandbox, as the agent's user. Never raises for a problem of that repo (it is the
     outcome)."""
     started = time.monotonic()
-    result = RepoResult(repo=entry.name, path=str(entry.path), outcome="error")
+    result = RepoResult(repo=entry.name, slug=entry.slug, path=str(entry.path), outcome="error")
     try:
         with tempfile.TemporaryDirectory(prefix="agentenv-repo-") as tmp:
-            clone = Path(tmp) / entry.name
+            clone = Path(tmp) / "repo"
             checkout = clone_committed(entry, clone)
             result.branch, result.commit = checkout.branch, checkout.commit
+            if checkout.note:
+                result.notes.append(checkout.note)
             if checkout.dirty:
                 result.notes.append(
-                    "the working tree has uncommitted changes; used the committed state of "
-                    f"{checkout.branch} ({checkout.commit[:12]})"
+                    "the working tree has uncommitted changes; used the committed state "
+                    f"({checkout.commit[:12]})"
                 )
-            command = entry.test or detect_test_command(clone)
-            if command is None:
-                result.error = (
-                    "no test command found (no pytest tests, Makefile test target, "
-                    "package.json test script, Cargo.toml or go.mod); give one with test=…"
-                )
-                return result
-            result.test_command = command
-            if entry.test is None:
+            if entry.test is not None:
+                command, result.test_reason = entry.test, "given with test=…"
+            else:
+                detected = detect_test_command(clone)
+                if detected is None:
+                    result.error = (
+                        "no test command found (no Makefile test target, package.json test "
+                        "script, Cargo.toml, go.mod, tox/nox pytest command, pytest settings "
+                        "or test_*.py files); give one with test=…"
+                    )
+                    return result
+                command, result.test_reason = detected.command, detected.reason
                 result.notes.append(f"test command detected: {command}")
+            result.test_command = command
             task = Task(
-                id=re.sub(r"[^A-Za-z0-9._-]", "-", entry.name).lstrip(".-_") or "repo",
+                id=entry.slug,
                 instruction=instruction,
                 image=entry.image or BASE_IMAGE,
                 workdir=WORKDIR,
@@ -224,8 +348,10 @@ async def _fill(
 ) -> None:
     assert result.test_command is not None
     task = prepared.task
+    assert isinstance(task.verifier, CommandCheck)
+    timeout_s = task.verifier.timeout_s
     result.before = test_run(
-        result.test_command, await verify_workspace(prepared, prepared.workspace)
+        result.test_command, await verify_workspace(prepared, prepared.workspace), timeout_s
     )
     if not result.before.green:
         result.outcome = "baseline-red"
@@ -237,7 +363,7 @@ async def _fill(
         result.stop_reason, result.turns = traj.stop_reason, len(traj.turns)
         for name, value in Spend.of(traj).items():
             setattr(result, name, value)
-        write_atomic(out / "trajectories" / f"{entry.name}.json", traj.model_dump_json().encode())
+        write_atomic(out / "trajectories" / f"{entry.slug}.json", traj.model_dump_json().encode())
         # flags the agent may have set to hide changes from git are cleared first; the diff
         # goes to a file (a command's output is capped, a patch must not be)
         diff = await box.exec(
@@ -250,14 +376,20 @@ async def _fill(
         if not diff.ok:
             raise RepoError(f"could not collect the change: {diff.stderr.strip()[-500:]}")
         patch = await box.read_file(PATCH_FILE)
+    if patch.strip():  # kept even when the codemod failed: it shows how far it got
+        result.patch = f"patches/{entry.slug}.patch"
+        write_atomic(out / result.patch, patch)
+        result.files_changed, result.insertions, result.deletions = diff_stats(
+            patch.decode(errors="replace")
+        )
+    # a codemod that failed is an error whatever it left behind: half a change is not one
+    failed = command_failure(traj) if policies.spec.startswith("command:") else None
+    if failed is not None:
+        result.outcome, result.error = "error", failed
+        return
     if not patch.strip():
         result.outcome = "no-change"
         return
-    result.patch = f"patches/{entry.name}.patch"
-    write_atomic(out / result.patch, patch)
-    result.files_changed, result.insertions, result.deletions = diff_stats(
-        patch.decode(errors="replace")
-    )
     # the tests run on the starting commit plus the patch alone, as the repo will get it,
     # in a new checker sandbox: nothing else of the agent's sandbox crosses over
     patched = tmp / "patched"
@@ -266,7 +398,7 @@ async def _fill(
         result.outcome, result.error = "patch-conflict", conflict
         return
     after = await verify_workspace(prepared, workspace_tar(patched, prepared.agent_user))
-    result.after = test_run(result.test_command, after)
+    result.after = test_run(result.test_command, after, timeout_s)
     result.outcome = "changed-green" if result.after.green else "changed-red"
 
 
@@ -284,23 +416,36 @@ async def run_refactor(
     concurrency: int = 4,
     limits: Limits | None = None,
     on_done: Callable[[RepoResult], None] | None = None,
+    test_timeout_s: float = TEST_TIMEOUT_S,
+    command_timeout_s: float = 1800.0,
 ) -> list[RepoResult]:
-    """Run the job over every repo that ``out`` has no result for yet; write the summary."""
+    """Run the job over every repo that ``out`` has no result for yet (a folder started with
+    fewer repos takes on the new ones); write ``summary.md`` and ``summary.json``. The
+    timeouts (a test run's; a ``command:`` policy's command) may change between runs."""
     config = RefactorConfig(
         model=model,
         instruction_sha256=hashlib.sha256(instruction.encode()).hexdigest(),
         repos={r.name: f"{r.path} test={r.test} image={r.image} branch={r.branch}" for r in repos},
         max_turns=(limits or Limits()).max_turns,
+        instruction=instruction,
     )
-    policies = Policies(model)  # a missing key fails here, before the folder is touched
+    # a missing key fails here, before the folder is touched
+    policies = Policies(model, command_timeout_s=command_timeout_s)
     check_config(out, config)
+    # the settings matched: record the repo set (it may have grown) and the instruction
+    write_atomic(out / CONFIG, config.model_dump_json(indent=1).encode())
     done = load_report(out, repair=True)
     limiter = anyio.CapacityLimiter(concurrency)
 
     async def one(entry: RepoEntry) -> None:
         async with limiter:
             result = await refactor_repo(
-                entry, instruction, policies, out=out, limits=limits or Limits()
+                entry,
+                instruction,
+                policies,
+                out=out,
+                limits=limits or Limits(),
+                test_timeout_s=test_timeout_s,
             )
         append_line(out / REPORT, result)
         done[entry.name] = result
@@ -316,51 +461,134 @@ async def run_refactor(
     finally:
         await policies.aclose()
     results = [done[r.name] for r in repos if r.name in done]
-    write_atomic(out / "summary.md", summary_markdown(results, model).encode())
+    write_atomic(out / "summary.md", summary_markdown(results, model, instruction).encode())
+    write_atomic(out / "summary.json", json.dumps(summary_json(results), indent=1).encode())
     return results
 
 
-def apply_patches(repos: list[RepoEntry], out: Path, job: str) -> dict[str, str]:
-    """For every ``changed-green`` repo, make the branch ``agentenv/<job>`` holding its patch
-    as one commit; returns repo → branch. The user's working tree is left alone."""
+def commit_message(job: str, instruction: str, result: RepoResult, model: str | None) -> str:
+    """The --apply commit's message: the instruction (cut when long) and what verified it."""
+    first = summarise(instruction.strip().splitlines()[0] if instruction.strip() else job, 60)
+    body = instruction.strip()
+    if len(body) > 2000:
+        body = body[:2000].rstrip() + f"\n… ({len(instruction) - 2000} more characters)"
+    counts = ""
+    if result.after is not None and result.after.passed is not None:
+        counts = f" ({result.after.passed} passed)"
+    made_by = f"\nMade by: {summarise(model)}" if model else ""
+    return (
+        f"{first}\n\n{body}\n\n"
+        f"Verified: `{result.test_command}` passes{counts} on this commit and on its parent.\n"
+        f"agentenv refactor job: {job}{made_by}\n"
+    )
+
+
+class Applied(BaseModel):
+    """What --apply did for one repo: the branch, or why not."""
+
+    repo: str
+    made: BranchMade | None = None
+    error: str | None = None
+
+
+def apply_patches(
+    repos: list[RepoEntry], out: Path, job: str, instruction: str | None = None
+) -> list[Applied]:
+    """For every ``changed-green`` repo, make a branch ``agentenv/<job>`` holding its patch
+    as one commit, by the user's git identity, with the instruction (from the job's config
+    unless given) in the message. One repo's failure does not stop the others; no existing
+    branch is moved (see :func:`~agentenv.runner.repos.create_branch`). The user's working
+    tree is left alone."""
+    branch = f"agentenv/{job}"
+    problem = ref_format_problem(branch)
+    if problem is not None:
+        raise RepoError(f"--apply: {problem} (it is made from the job folder's name)")
+    config_path = out / CONFIG
+    config = (
+        RefactorConfig.model_validate_json(config_path.read_text())
+        if config_path.exists()
+        else None
+    )
+    text = instruction or (config.instruction if config else None) or ""
     by_name = {r.name: r for r in repos}
-    made = {}
+    done = []
     for name, result in load_report(out).items():
-        if result.outcome != "changed-green" or result.patch is None or name not in by_name:
+        if result.outcome != SOLVED or result.patch is None or name not in by_name:
             continue
         assert result.commit is not None
-        branch = f"agentenv/{job}"
-        patch = (out / result.patch).read_bytes()
-        message = f"agentenv refactor {job}\n\nVerified: `{result.test_command}` passes."
-        create_branch(by_name[name], result.commit, patch, branch, message)
-        made[name] = branch
-    return made
+        try:
+            patch = (out / result.patch).read_bytes()
+            message = commit_message(job, text, result, config.model if config else None)
+            made = create_branch(by_name[name], result.commit, patch, branch, message)
+            done.append(Applied(repo=name, made=made))
+        except (RepoError, OSError) as e:
+            done.append(Applied(repo=name, error=str(e)))
+    return done
 
 
-def summary_markdown(results: list[RepoResult], model: str) -> str:
+def md(text: str) -> str:
+    """``text`` made safe for one Markdown table cell: pipes, backticks and other markup
+    escaped, line breaks as ``<br>``."""
+    text = re.sub(r"([\\`*_\[\]<>|~])", r"\\\1", text.strip())
+    return re.sub(r"\r?\n", "<br>", text)
+
+
+def per_solved(results: list[RepoResult]) -> tuple[int, float, float | None]:
+    """Repos solved (``changed-green``), dollars spent, and dollars per solved repo."""
+    solved = sum(r.outcome == SOLVED for r in results)
+    cost = sum(r.cost_usd for r in results)
+    return solved, cost, (cost / solved if solved else None)
+
+
+def summary_json(results: list[RepoResult]) -> dict[str, object]:
+    """The job's figures for programs: counts per outcome, tokens, dollars, $ per solved."""
+    solved, cost, each = per_solved(results)
+    counts: dict[str, int] = {}
+    for r in results:
+        counts[r.outcome] = counts.get(r.outcome, 0) + 1
+    return {
+        "repos": len(results),
+        "outcomes": dict(sorted(counts.items())),
+        "solved": solved,
+        "prompt_tokens": sum(r.prompt_tokens for r in results),
+        "completion_tokens": sum(r.completion_tokens for r in results),
+        "cost_usd": cost,
+        "usd_per_solved": each,
+        "by_repo": {r.repo: r.outcome for r in results},
+    }
+
+
+def totals_line(results: list[RepoResult]) -> str:
+    """Counts per outcome, dollars and dollars per solved repo, on one line."""
+    counts: dict[str, int] = {}
+    for r in results:
+        counts[r.outcome] = counts.get(r.outcome, 0) + 1
+    _, cost, each = per_solved(results)
+    per = f"${each:.4f} per solved" if each is not None else "no repo solved"
+    return f"{', '.join(f'{n} {o}' for o, n in sorted(counts.items()))}; ${cost:.4f} ({per})"
+
+
+def summary_markdown(results: list[RepoResult], model: str, instruction: str = "") -> str:
     """The job's report as a Markdown table."""
-
-    def tests(run: TestRun | None) -> str:
-        if run is None:
-            return "—"
-        counts = f" ({run.passed} passed, {run.failed} failed)" if run.passed is not None else ""
-        return ("green" if run.green else f"red, exit {run.exit_code}") + counts
-
-    lines = [
-        f"# Refactor report ({model})",
-        "",
+    lines = [f"# Refactor report ({md(summarise(model))})", ""]
+    if instruction:
+        lines += [f"Instruction: {md(summarise(instruction, 120))}", ""]
+    lines += [
         "| repo | outcome | tests before | tests after | diff | tokens in/out | $ | notes |",
         "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in results:
         diff = f"{r.files_changed} files, +{r.insertions} −{r.deletions}" if r.patch else "—"
-        notes = "; ".join([*r.notes, *([r.error] if r.error else [])]).replace("|", "\\|")
+        notes = [*r.notes]
+        if r.test_reason and r.test_reason != "given with test=…":
+            notes.append(f"why this command: {r.test_reason}")
+        if r.why:
+            notes.append(r.why)
         lines.append(
-            f"| {r.repo} | {r.outcome} | {tests(r.before)} | {tests(r.after)} | {diff} | "
-            f"{r.prompt_tokens:,}/{r.completion_tokens:,} | {r.cost_usd:.4f} | {notes} |"
+            f"| {md(r.repo)} | {r.outcome} | {r.before.verdict if r.before else '—'} | "
+            f"{r.after.verdict if r.after else '—'} | {diff} | "
+            f"{r.prompt_tokens:,}/{r.completion_tokens:,} | {r.cost_usd:.4f} | "
+            f"{'<br>'.join(md(n) for n in notes)} |"
         )
-    counts: dict[str, int] = {}
-    for r in results:
-        counts[r.outcome] = counts.get(r.outcome, 0) + 1
-    lines += ["", ", ".join(f"{n} {o}" for o, n in sorted(counts.items()))]
+    lines += ["", totals_line(results)]
     return "\n".join(lines) + "\n"

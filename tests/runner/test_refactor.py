@@ -67,7 +67,9 @@ async def test_codemod_job_gives_every_outcome_and_apply_makes_branches(
 
     head_before = git(repos / "billing", "rev-parse", "HEAD")
     made = apply_patches(entries, tmp_path / "j", "rename-helper")
-    assert made == {"billing": "agentenv/rename-helper"}
+    assert [(a.repo, a.made and a.made.branch, a.made and a.made.status) for a in made] == [
+        ("billing", "agentenv/rename-helper", "created")
+    ]
     billing_repo = repos / "billing"
     assert git(billing_repo, "rev-parse", "HEAD") == head_before  # current branch untouched
     assert git(billing_repo, "symbolic-ref", "--short", "HEAD").strip() == "main"
@@ -120,6 +122,9 @@ async def test_a_scripted_model_refactors_through_the_loop(repos: Path, tmp_path
     assert result.outcome == "changed-green" and result.turns == 4
     assert result.prompt_tokens > 0 and result.cost_usd == 0  # a self-hosted URL is free
     assert (tmp_path / "j" / "trajectories" / "billing.json").is_file()
+    figures = json.loads((tmp_path / "j" / "summary.json").read_text())
+    assert figures["solved"] == 1 and figures["usd_per_solved"] == figures["cost_usd"] > 0
+    assert f"(${result.cost_usd:.4f} per solved)" in (tmp_path / "j" / "summary.md").read_text()
 
 
 async def test_bad_repos_get_clear_outcomes_and_the_job_goes_on(
