@@ -568,12 +568,21 @@ def refactor(
         float,
         typer.Option(min=1, max=3600, help="Seconds a command: codemod may take per repo."),
     ] = 1800,
+    max_cost: Annotated[
+        float | None,
+        typer.Option(
+            min=0,
+            help="Dollars the job may spend (earlier runs included): no repo starts once "
+            "spent; run again with a higher cap to go on.",
+        ),
+    ] = None,
 ) -> None:
     """One instruction, many repos: a verified patch per repo, a report, and optionally a
     branch per repo. Re-running on the same --out resumes (and takes on repos added to the
     list)."""
     from agentenv.agent.loop import Limits
     from agentenv.runner import Policies
+    from agentenv.runner.budget import Budget
     from agentenv.runner.journal import ConfigMismatch
     from agentenv.runner.refactor import (
         RepoResult,
@@ -604,6 +613,8 @@ def refactor(
         detail = " | ".join((r.why or "; ".join(r.notes)).split("\n"))
         out.print(f"[{colour}]{r.outcome:14}[/] {r.repo}  [dim]{detail[:200]}[/]", highlight=False)
 
+    budget = Budget(max_cost)
+
     async def job() -> list[RepoResult]:
         return await run_refactor(
             entries,
@@ -615,6 +626,7 @@ def refactor(
             on_done=show,
             test_timeout_s=test_timeout,
             command_timeout_s=command_timeout,
+            budget=budget,
         )
 
     try:
@@ -645,6 +657,14 @@ def refactor(
         f"report: {out_dir}/summary.md (and summary.json), patches in {out_dir}/patches/",
         highlight=False,
     )
+    if budget.stopped:
+        err.print(
+            f"[bold yellow]stopped:[/] the job has spent ${budget.spent_usd:.4f} of its "
+            f"--max-cost ${max_cost}; {budget.refused} repos not started. Run the same "
+            "command with a higher --max-cost to go on.",
+            highlight=False,
+        )
+        raise typer.Exit(3)
     if failed_apply:
         raise typer.Exit(1)
 

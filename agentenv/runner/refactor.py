@@ -28,6 +28,7 @@ import structlog
 from pydantic import BaseModel, Field
 
 from agentenv.agent.loop import Limits, Spend, Trajectory, run_episode
+from agentenv.runner.budget import Budget
 from agentenv.runner.episode import (
     Prepared,
     prepare,
@@ -418,10 +419,15 @@ async def run_refactor(
     on_done: Callable[[RepoResult], None] | None = None,
     test_timeout_s: float = TEST_TIMEOUT_S,
     command_timeout_s: float = 1800.0,
+    budget: Budget | None = None,
 ) -> list[RepoResult]:
     """Run the job over every repo that ``out`` has no result for yet (a folder started with
     fewer repos takes on the new ones); write ``summary.md`` and ``summary.json``. The
-    timeouts (a test run's; a ``command:`` policy's command) may change between runs."""
+    timeouts (a test run's; a ``command:`` policy's command) may change between runs.
+
+    With a ``budget`` no repo starts once the job (earlier runs included: the budget is
+    charged with them here) has spent its cap; running ones finish, and ``budget.refused``
+    counts the repos left for a later run."""
     config = RefactorConfig(
         model=model,
         instruction_sha256=hashlib.sha256(instruction.encode()).hexdigest(),
@@ -436,9 +442,13 @@ async def run_refactor(
     write_atomic(out / CONFIG, config.model_dump_json(indent=1).encode())
     done = load_report(out, repair=True)
     limiter = anyio.CapacityLimiter(concurrency)
+    if budget is not None:
+        budget.spend(sum(r.cost_usd for r in done.values()))
 
     async def one(entry: RepoEntry) -> None:
         async with limiter:
+            if budget is not None and not await budget.admit():
+                return
             result = await refactor_repo(
                 entry,
                 instruction,
@@ -449,6 +459,8 @@ async def run_refactor(
             )
         append_line(out / REPORT, result)
         done[entry.name] = result
+        if budget is not None:
+            budget.spend(result.cost_usd)
         log.info("refactor.repo", repo=entry.name, outcome=result.outcome)
         if on_done is not None:
             on_done(result)

@@ -118,13 +118,54 @@ async def test_a_scripted_model_refactors_through_the_loop(repos: Path, tmp_path
     ]
     entries = [e for e in load_repo_list(repos) if e.name == "billing"]
     with K3Server(script) as server:
-        (result,) = await run_refactor(entries, RENAME, server.base_url, out=tmp_path / "j")
+        priced = f"{server.base_url}#input=1&cached_input=0.1&output=2"  # else self-hosted: $0
+        (result,) = await run_refactor(entries, RENAME, priced, out=tmp_path / "j")
     assert result.outcome == "changed-green" and result.turns == 4
-    assert result.prompt_tokens > 0 and result.cost_usd == 0  # a self-hosted URL is free
+    assert result.prompt_tokens > 0 and result.cost_usd > 0
     assert (tmp_path / "j" / "trajectories" / "billing.json").is_file()
     figures = json.loads((tmp_path / "j" / "summary.json").read_text())
     assert figures["solved"] == 1 and figures["usd_per_solved"] == figures["cost_usd"] > 0
     assert f"(${result.cost_usd:.4f} per solved)" in (tmp_path / "j" / "summary.md").read_text()
+
+
+def test_max_cost_stops_new_repos_and_a_higher_cap_finishes_the_job(
+    repos: Path, tmp_path: Path
+) -> None:
+    listing = tmp_path / "repos.txt"
+    listing.write_text("repos/billing\nrepos/docs-site test='python3 -m pytest -q test_pages.py'\n")
+    job = tmp_path / "job"
+    submit = ScriptedTurn(
+        reasoning="Nothing to do.",
+        tool_calls=[ScriptedToolCall(name="submit", arguments='{"summary": "none"}')],
+    )
+    with K3Server([submit]) as server:
+        model = f"{server.base_url}#input=1&output=2"
+        args = ["--repos", str(listing), "--instruction", RENAME, "--model", model]
+        args += ["--concurrency", "1", "--out", str(job)]
+
+        def cli(*extra: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(
+                [sys.executable, "-m", "agentenv", "refactor", *args, *extra],
+                capture_output=True,
+                text=True,
+                timeout=300,
+                env={**os.environ, "COLUMNS": "250"},
+            )
+
+        stopped = cli("--max-cost", "0.000001")
+        assert stopped.returncode == 3, stopped.stderr
+        assert len(load_report(job)) == 1 and len(server.requests) == 1
+        assert "1 repos not started" in stopped.stderr and "Traceback" not in stopped.stderr
+        assert "higher --max-cost" in stopped.stderr
+
+        done = cli("--max-cost", "100")
+        assert done.returncode == 0, done.stderr
+        assert len(server.requests) == 2 and "stopped" not in done.stderr
+    report = load_report(job)
+    assert set(report) == {"billing", "docs-site"}
+    assert all(r.cost_usd > 0 and r.outcome == "no-change" for r in report.values())
+    figures = json.loads((job / "summary.json").read_text())
+    assert figures["cost_usd"] == pytest.approx(sum(r.cost_usd for r in report.values()))
 
 
 async def test_bad_repos_get_clear_outcomes_and_the_job_goes_on(
