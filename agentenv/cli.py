@@ -17,6 +17,7 @@ import docker.errors
 import openai
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from agentenv import log
@@ -51,7 +52,8 @@ def _setup(
 
 
 def _fail(message: str) -> typer.Exit:
-    err.print(f"[bold red]error:[/] {message}", highlight=False)
+    # the message quotes paths, names and output: text, never markup ("[tool.pytest]")
+    err.print(f"[bold red]error:[/] {escape(message)}", highlight=False)
     return typer.Exit(1)
 
 
@@ -67,7 +69,7 @@ def demo(
         report = anyio.run(run_demo, SandboxSpec(image=image), rounds)
     except SandboxError as e:
         raise _fail(str(e)) from e
-    out.print(f"[bold]{report.output}[/]")
+    out.print(f"[bold]{escape(report.output)}[/]")
     table = Table("step", "time", title=f"one sandbox ({report.exec_mode} exec path)")
     table.add_row("create → ready", f"{report.create_ms:.0f} ms")
     table.add_row("first command", f"{report.first_exec_ms:.1f} ms")
@@ -259,7 +261,7 @@ def run(
     except (TaskError, KeyError, ValueError, NoRoute) as e:
         raise _fail(str(e).strip("'\"")) from e
     renderer = EpisodeRenderer(out)
-    out.print(f"[bold]{the_task.id}[/] with {model}", highlight=False)
+    out.print(f"[bold]{escape(the_task.id)}[/] with {escape(model)}", highlight=False)
 
     async def episode() -> Trajectory:
         try:
@@ -611,7 +613,9 @@ def refactor(
             r.outcome, "yellow"
         )
         detail = " | ".join((r.why or "; ".join(r.notes)).split("\n"))
-        out.print(f"[{colour}]{r.outcome:14}[/] {r.repo}  [dim]{detail[:200]}[/]", highlight=False)
+        # names and command output are text, never markup ("[stderr]" must show)
+        name, shown = escape(r.repo), escape(detail[:200])
+        out.print(f"[{colour}]{r.outcome:14}[/] {name}  [dim]{shown}[/]", highlight=False)
 
     budget = Budget(max_cost)
 

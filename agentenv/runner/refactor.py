@@ -201,7 +201,8 @@ def summarise(text: str, limit: int = 60) -> str:
         return lines[0]
     first = lines[0] if len(lines[0]) <= limit else lines[0][: limit - 1] + "…"
     digest = hashlib.sha256(text.encode()).hexdigest()[:12]
-    return f"{first} … ({len(lines)} lines, {len(text)} chars, sha256 {digest})"
+    size = f"{len(lines)} lines, " if len(lines) > 1 else ""
+    return f"{first} ({size}{len(text)} chars, sha256 {digest})"
 
 
 def changed(then: str, now: str, max_lines: int = 12) -> str:
@@ -480,7 +481,10 @@ async def run_refactor(
 
 def commit_message(job: str, instruction: str, result: RepoResult, model: str | None) -> str:
     """The --apply commit's message: the instruction (cut when long) and what verified it."""
-    first = summarise(instruction.strip().splitlines()[0] if instruction.strip() else job, 60)
+    # a subject line as git tools expect it: the instruction's first line, cut at 72
+    first = instruction.strip().splitlines()[0].strip() if instruction.strip() else job
+    if len(first) > 72:
+        first = first[:71].rstrip() + "…"
     body = instruction.strip()
     if len(body) > 2000:
         body = body[:2000].rstrip() + f"\n… ({len(instruction) - 2000} more characters)"

@@ -75,6 +75,18 @@ def test_cli_inputs_names_and_totals(tmp_path: Path) -> None:
     done = cli(*args)
     assert done.returncode == 1 and "--instruction TEXT or --instruction-file" in done.stderr
 
+    # output and names are shown as text, never read as console markup
+    fail = cli(
+        "--repos", str(listing), "--instruction", "x", "--out", str(tmp_path / "fail"),
+        "--model", "command:echo '[red]half[/] done' >&2; exit 3",
+    )  # fmt: skip
+    assert (
+        fail.returncode == 0 and "error          svc+a  the codemod failed (exit 3)" in fail.stdout
+    )
+    assert "[stderr] | [red]half[/] done" in fail.stdout
+    missing = cli("--repos", str(tmp_path / "[team].txt"), "--instruction", "x", "--model", SWAP)
+    assert missing.returncode == 1 and "[team].txt: no such file or folder" in missing.stderr
+
 
 async def test_detached_heads_tags_and_commits_are_taken(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "r", CALC)
@@ -201,3 +213,15 @@ async def test_long_settings_are_summarised_and_a_job_takes_on_more_repos(
     ):
         with pytest.raises(ConfigMismatch, match=says):
             await run_refactor(repos, instruction, LONG_CODEMOD, out=out)
+
+
+def test_a_long_instruction_makes_a_git_subject_line_and_a_whole_body() -> None:
+    from agentenv.runner.refactor import RepoResult, commit_message
+
+    instruction = "Rename the helper http_util.fetch_json to get_json everywhere, " * 3
+    result = RepoResult(repo="a", path="/a", outcome="changed-green", test_command="make test")
+    message = commit_message("job", instruction, result, "command:" + "x" * 500)
+    subject, blank, body = message.split("\n", 2)
+    assert len(subject) <= 72 and subject.endswith("…") and "sha256" not in subject
+    assert blank == "" and body.startswith(instruction.strip())
+    assert "Made by: command:xxx" in body and "(508 chars, sha256 " in body
