@@ -328,7 +328,8 @@ def eval_(
     ] = None,
     reasoning_effort: Annotated[str | None, typer.Option(help="K3 takes only 'max'.")] = None,
     executor: Annotated[
-        str, typer.Option(help="local, or ray (episodes as Ray tasks; pip install agentenv[ray]).")
+        str,
+        typer.Option(help="local, or ray (episodes as Ray tasks; pip install 'agentenv\\[ray]')."),
     ] = "local",
     address: Annotated[
         str | None, typer.Option(help="With --executor ray: the cluster, e.g. 10.0.0.5:6379.")
@@ -540,8 +541,8 @@ def refactor(
     repos: Annotated[
         Path,
         typer.Option(
-            help="A file listing repos (PATH [test=…] [image=…] [branch=…] [name=…]), or a "
-            "folder of repos."
+            help="A file listing repos, one per line: PATH, then optionally test=… image=… "
+            "branch=… name=…; or a folder of repos."
         ),
     ],
     instruction: Annotated[
