@@ -55,6 +55,7 @@ from agentenv.runner.repos import (
     clone_committed,
     create_branch,
     detect_test_command,
+    git,
     ref_format_problem,
 )
 from agentenv.sandbox.images import BASE_IMAGE
@@ -201,7 +202,10 @@ def summarise(text: str, limit: int = 60) -> str:
         return lines[0]
     first = lines[0] if len(lines[0]) <= limit else lines[0][: limit - 1] + "…"
     digest = hashlib.sha256(text.encode()).hexdigest()[:12]
-    size = f"{len(lines)} lines, " if len(lines) > 1 else ""
+    size = ""
+    if len(lines) > 1:
+        size = f"{len(lines)} lines, "
+        first += "" if first.endswith("…") else " …"
     return f"{first} ({size}{len(text)} chars, sha256 {digest})"
 
 
@@ -250,6 +254,33 @@ def test_run(command: str, score: Score, timeout_s: float | None = None) -> Test
         duration_s=check.duration_s if check else 0.0,
         tail=detail[-2000:],
         timed_out_s=(timeout_s or TEST_TIMEOUT_S) if timed_out else None,
+    )
+
+
+_DECIDING = re.compile(
+    r"(^|/)(tests?/|test_[^/]*\.py$|[^/]*_test\.py$|conftest\.py$|pytest\.ini$|tox\.ini$"
+    r"|noxfile\.py$|setup\.cfg$|pyproject\.toml$|Makefile$|package\.json$)"
+)
+
+
+def verdict_files(paths: list[str]) -> list[str]:
+    """The paths among ``paths`` that can change what the tests say: test files and
+    folders, conftest, pytest/tox/nox settings, the Makefile, package.json."""
+    return [p for p in paths if p and _DECIDING.search(p)]
+
+
+def lost_tests(before: TestRun | None, after: TestRun) -> str | None:
+    """Why a green run ``after`` the change is not verified, when it passed fewer tests than
+    the run ``before`` it (tests deleted, skipped or deselected by the change), else ``None``.
+    A change that leaves the counts unreadable where they were readable lost them too."""
+    if not after.green or before is None or before.passed is None:
+        return None
+    now = after.passed if after.passed is not None else 0
+    if now >= before.passed:
+        return None
+    return (
+        f"{before.passed} tests passed before the change and {now} after: a change that "
+        "loses passing tests (deleted, skipped or deselected) is not verified"
     )
 
 
@@ -399,9 +430,20 @@ async def _fill(
     if conflict is not None:
         result.outcome, result.error = "patch-conflict", conflict
         return
+    # the patch may edit what decides its own verdict (tests, their settings, the build
+    # file): legitimate in a refactor, and what an agent that broke the code would do
+    deciding = verdict_files(git(patched, "diff", "--cached", "--name-only", "-z").split("\0"))
+    if deciding:
+        shown = ", ".join(deciding[:8]) + (
+            f" (+{len(deciding) - 8} more)" if len(deciding) > 8 else ""
+        )
+        result.notes.append(f"the change edits files that decide the verdict: {shown}")
     after = await verify_workspace(prepared, workspace_tar(patched, prepared.agent_user))
     result.after = test_run(result.test_command, after, timeout_s)
     result.outcome = "changed-green" if result.after.green else "changed-red"
+    lost = lost_tests(result.before, result.after)
+    if lost is not None:
+        result.outcome, result.error = "changed-red", lost
 
 
 def load_report(out: Path, *, repair: bool = False) -> dict[str, RepoResult]:

@@ -185,3 +185,46 @@ def test_repo_list_entries_are_checked_before_anything_runs(tmp_path: Path) -> N
     listing.write_text("a name=team/x\na name=team+x\n")
     with pytest.raises(RepoError, match=r"repos\.txt:2: .*same file name \('team-x'\).*:1"):
         load_repo_list(listing)
+
+
+async def test_a_change_that_guts_the_tests_is_not_green(tmp_path: Path) -> None:
+    # The agent is an adversary: its patch may break the code and then delete, skip or
+    # neuter the tests that would say so. Tests it drops are caught by the counts; edits
+    # to what decides the verdict are named on the row either way.
+    two = (
+        "from calc import add, sub\n\n\ndef test_add():\n    assert add(2, 2) == 4\n\n\n"
+        "def test_sub():\n    assert sub(3, 1) == 2\n"
+    )
+    base = {"calc.py": ADD + "\n\ndef sub(a, b):\n    return a - b\n", "test_calc.py": two}
+    deletes = make_repo(tmp_path / "deletes", {**base, "DELETE": ""})
+    skips = make_repo(tmp_path / "skips", {**base, "SKIP": ""})
+    renames = make_repo(tmp_path / "renames", {**base, "RENAME": ""})
+    codemod = (
+        "command:if [ -f DELETE ]; then sed -i 's/a + b/a - b/' calc.py;"
+        " python3 -c \"import re,pathlib; p=pathlib.Path('test_calc.py');"
+        " p.write_text(re.sub(r'def test_add.*?\\n\\n\\n', '', p.read_text(), flags=re.S))\"; fi;"
+        " if [ -f SKIP ]; then sed -i 's/a + b/a - b/' calc.py;"
+        " printf 'import pytest\\n@pytest.fixture(autouse=True)\\ndef _s(request):\\n"
+        '    if request.node.name == "test_add": pytest.skip("later")\\n\' > conftest.py; fi;'
+        " if [ -f RENAME ]; then sed -i 's/\\bsub\\b/subtract/g' calc.py test_calc.py; fi"
+    )
+    entries = [RepoEntry(path=p, name=p.name) for p in (deletes, skips, renames)]
+    results = {
+        r.repo: r for r in await run_refactor(entries, "Tidy up.", codemod, out=tmp_path / "job")
+    }
+    for name in ("deletes", "skips"):
+        r = results[name]
+        assert r.outcome == "changed-red", (name, r)
+        assert r.before is not None and r.before.passed == 2
+        assert r.after is not None and r.after.passed == 1
+        assert r.error is not None and "2 tests passed before the change and 1 after" in r.error
+    assert "test_calc.py" in " ".join(results["deletes"].notes)
+    assert "conftest.py" in " ".join(results["skips"].notes)
+    renamed = results["renames"]
+    assert renamed.outcome == "changed-green", renamed
+    assert any(
+        n.startswith("the change edits files that decide the verdict: test_calc.py")
+        for n in renamed.notes
+    ), renamed.notes
+    summary = (tmp_path / "job" / "summary.md").read_text()
+    assert "2 tests passed before the change and 1 after" in summary
