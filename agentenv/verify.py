@@ -111,8 +111,10 @@ class CommandCheck(_Check):
 
 
 class PytestCheck(_Check):
-    """Runs pytest on the hidden tests (``args``, relative to ``/agentenv/tests``) with the
-    workdir importable; the reward is the fraction passed, or 0/1 unless ``partial``."""
+    """Runs pytest on the hidden tests with the workdir importable; the reward is the
+    fraction passed, or 0/1 unless ``partial``. ``args`` go to pytest as given (default
+    ``["."]``), read from the tests folder: paths and node ids in them are relative to it, as
+    in ``["test_api.py", "--deselect", "test_api.py::test_slow", "-k", "not network"]``."""
 
     kind: Literal["pytest"]
     args: list[str] = ["."]

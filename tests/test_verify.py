@@ -335,3 +335,17 @@ async def test_code_under_pytest_cannot_forge_the_report(
     score = await verify(box, check(kind="pytest", partial=True), tests=tests_dir)
     # the real tests ran and failed (3 of 4), or there was no acceptable report: never more
     assert score.error is None and score.reward <= 0.25, (attack, score)
+
+
+async def test_pytest_args_reach_pytest_as_given(box: Boxes, tests_dir: Path) -> None:
+    # node ids, -k expressions and --ignore are read from the tests folder; nothing is
+    # prefixed to them (a deselect used to be silently ignored, -k to be an error)
+    await write(box, {"calc.py": CALC_TWO_OF_THREE, "data.txt": "x"})
+    args = ["test_calc.py", "--deselect", "test_calc.py::test_mul", "-k", "not relative"]
+    score = await verify(box, check(kind="pytest", args=args), tests=tests_dir)
+    assert score.error is None and score.passed, score.checks[0].detail
+    assert "2/2 passed" in score.checks[0].detail
+    ignored = await verify(
+        box, check(kind="pytest", args=[".", "--ignore", "test_calc.py"]), tests=tests_dir
+    )
+    assert not ignored.passed and "test_add" not in ignored.checks[0].detail

@@ -32,9 +32,11 @@ LINGER_S = 0.5  # after the child exits: a grandchild holding our pipes cannot m
 class Reporter(object):
     """The child's pytest plugin: per-test outcomes, written once at the session's end."""
 
-    def __init__(self, report_fd, nonce_fd):
+    def __init__(self, report_fd, nonce_fd, tests, workdir):
         self.report_fd = report_fd
         self.nonce_fd = nonce_fd
+        self.tests = tests
+        self.workdir = workdir
         self.nonce = ""
         self.outcomes = {}
 
@@ -42,6 +44,13 @@ class Reporter(object):
         # before collection imports anything of the agent's
         self.nonce = os.read(self.nonce_fd, 64).decode()
         os.close(self.nonce_fd)
+        # the args were read relative to the tests (pytest's invocation directory), but
+        # --ignore values are read at collection, from the working directory: pin them now
+        for name in ("ignore", "ignore_glob"):
+            values = getattr(config.option, name, None)
+            if values:
+                setattr(config.option, name, [os.path.join(self.tests, v) for v in values])
+        os.chdir(self.workdir)  # tests may open the agent's files by relative path
 
     def pytest_collectreport(self, report):
         if report.failed:
@@ -79,7 +88,7 @@ def child(user, workdir, args, report_fd, nonce_fd, log_fd):
     os.setgid(int(gid or uid))
     os.setuid(int(uid))
     os.environ["HOME"] = "/tmp"
-    tests = os.getcwd()
+    tests = os.getcwd()  # pytest's invocation directory: args are relative to the tests
     here = os.path.dirname(os.path.abspath(__file__))
     sys.path.append(workdir)
     import pytest
@@ -92,9 +101,9 @@ def child(user, workdir, args, report_fd, nonce_fd, log_fd):
         tests,
         "--confcutdir",
         tests,
-    ] + [a if a.startswith("-") else os.path.join(tests, a) for a in args]
-    os.chdir(workdir)  # tests may open the agent's files by relative path
-    reporter = Reporter(report_fd, nonce_fd)
+        *args,  # as the task gives them: "--deselect", "<nodeid>" and "-k", "expr" too
+    ]
+    reporter = Reporter(report_fd, nonce_fd, tests, workdir)
     return int(pytest.main(argv, plugins=[reporter]))
 
 
