@@ -119,6 +119,10 @@ class PytestCheck(_Check):
     kind: Literal["pytest"]
     args: list[str] = ["."]
     partial: bool = False
+    # "fail": a skipped test did not pass. "exclude": a test skipped by a skip/skipif marker
+    # of the hidden tests is left out of the count; a skip raised while it ran (pytest.skip(),
+    # importorskip: the agent's code can raise those) still counts as not passed
+    skipped: Literal["fail", "exclude"] = "fail"
     timeout_s: float = Field(300, gt=0)
 
 
@@ -446,13 +450,27 @@ async def _pytest(run: _Run, check: PytestCheck) -> CheckResult:
         )
     if not outcomes:
         return _result(check, name, 0.0, f"no tests were collected: {log}", error=True)
-    # a skipped test did not pass: the code under test can skip itself
-    failed = sorted(str(k) for k, v in outcomes.items() if v != "passed")
-    passed = len(outcomes) - len(failed)
-    score = passed / len(outcomes) if check.partial else float(not failed)
-    detail = f"{passed}/{len(outcomes)} passed"
+    found_reasons = found.get("reasons")
+    reasons = found_reasons if isinstance(found_reasons, dict) else {}
+    excluded = sorted(
+        str(k) for k, v in outcomes.items() if v == "skipped" and check.skipped == "exclude"
+    )
+    counted = {str(k): str(v) for k, v in outcomes.items() if str(k) not in excluded}
+    if not counted:
+        return _result(check, name, 0.0, f"every test was skipped: {', '.join(excluded[:10])}")
+    # a skip raised while running is never a pass: the code under test can skip itself
+    failed = sorted(k for k, v in counted.items() if v in ("failed", "error"))
+    skipped = sorted(k for k, v in counted.items() if v not in ("passed", "failed", "error"))
+    passed = len(counted) - len(failed) - len(skipped)
+    score = passed / len(counted) if check.partial else float(passed == len(counted))
+    detail = f"{passed}/{len(counted)} passed"
     if failed:
         detail += f"; failed: {', '.join(failed[:10])}"
+    if skipped:
+        shown = [f"{k} ({counted[k]}: {str(reasons.get(k, ''))[:100]})" for k in skipped[:10]]
+        detail += f"; skipped, counted as not passed: {', '.join(shown)}"
+    if excluded:
+        detail += f"; {len(excluded)} skipped by the tests' markers, left out"
     return _result(check, name, score, detail)
 
 

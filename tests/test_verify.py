@@ -349,3 +349,34 @@ async def test_pytest_args_reach_pytest_as_given(box: Boxes, tests_dir: Path) ->
         box, check(kind="pytest", args=[".", "--ignore", "test_calc.py"]), tests=tests_dir
     )
     assert not ignored.passed and "test_add" not in ignored.checks[0].detail
+
+
+async def test_skips_are_shown_and_only_the_tests_own_markers_may_be_left_out(
+    box: Boxes, tmp_path: Path
+) -> None:
+    hidden = tmp_path / "hidden-skips"
+    hidden.mkdir()
+    (hidden / "test_skips.py").write_text(
+        "import sys, pytest, calc\n\n"
+        "def test_add():\n    assert calc.add(2, 3) == 5\n\n"
+        "@pytest.mark.skip(reason='not graded yet')\n"
+        "def test_later():\n    assert False\n\n"
+        "@pytest.mark.skipif(sys.platform == 'linux', reason='not on linux')\n"
+        "def test_elsewhere():\n    assert False\n\n"
+        "def test_sub():\n    assert calc.sub(5, 3) == 2\n"
+    )
+    honest = "def add(a, b):\n    return a + b\n\ndef sub(a, b):\n    return a - b\n"
+    # the agent's sub() cannot pass, so it skips the test that calls it
+    cheat = "import pytest\n\n" + honest.replace("return a - b", "pytest.skip('busy')")
+    await write(box, {"calc.py": honest})
+    strict = await verify(box, check(kind="pytest"), tests=hidden)
+    assert strict.reward == 0.0 and "2/4 passed" in strict.checks[0].detail
+    assert "test_later (skipped: not graded yet)" in strict.checks[0].detail
+    assert "test_elsewhere (skipped: not on linux)" in strict.checks[0].detail
+    lenient = await verify(box, check(kind="pytest", skipped="exclude"), tests=hidden)
+    assert lenient.reward == 1.0 and lenient.passed, lenient.checks[0].detail
+    assert "2/2 passed; 2 skipped by the tests' markers, left out" in lenient.checks[0].detail
+    await write(box, {"calc.py": cheat})
+    cheated = await verify(box, check(kind="pytest", skipped="exclude", partial=True), tests=hidden)
+    assert cheated.reward == 0.5 and not cheated.passed
+    assert "test_sub (skipped-run: busy)" in cheated.checks[0].detail

@@ -15,7 +15,15 @@ What the agent's code can still do in its own process (read the tests, patch pyt
 the nonce in memory) is listed in docs/verification.md.
 
 pytest runs in isolated mode with our own ``pytest.ini`` forced (``-c``), conftest lookup
-confined to the tests, and the workdir appended last to ``sys.path``.
+confined to the tests, and the workdir appended last to ``sys.path``. ARGS go to pytest as
+given, with the tests folder as rootdir and invocation directory (so paths and node ids in
+them, ``--ignore`` values too, are relative to it); once pytest is configured the working
+directory is the workdir, where the tests run.
+
+Each test's outcome is ``passed``, ``failed``, ``error``, ``xfailed``, ``skipped`` (by a
+``skip``/``skipif`` marker of the tests, evaluated before it ran: nothing of the agent's ran
+for it) or ``skipped-run`` (a skip raised while running or collecting: ``pytest.skip()``,
+``importorskip``, ``unittest.SkipTest``, which the agent's code can raise too).
 """
 
 import json
@@ -29,6 +37,16 @@ LOG_TAIL = 4000
 LINGER_S = 0.5  # after the child exits: a grandchild holding our pipes cannot make us wait
 
 
+def skip_reason(report):
+    """The reason a skip report gives (its longrepr is (path, line, reason) for skips)."""
+    longrepr = getattr(report, "longrepr", None)
+    if isinstance(longrepr, tuple) and len(longrepr) == 3:
+        text = str(longrepr[2])
+    else:
+        text = str(getattr(report, "wasxfail", "") or longrepr or "")
+    return text.replace("Skipped: ", "", 1)[:200]
+
+
 class Reporter(object):
     """The child's pytest plugin: per-test outcomes, written once at the session's end."""
 
@@ -39,40 +57,69 @@ class Reporter(object):
         self.workdir = workdir
         self.nonce = ""
         self.outcomes = {}
+        self.reasons = {}
+        self.marked = set()  # tests a skip marker of the hidden tests skipped
+        self.evaluate_skip_marks = None
 
     def pytest_configure(self, config):
         # before collection imports anything of the agent's
         self.nonce = os.read(self.nonce_fd, 64).decode()
         os.close(self.nonce_fd)
-        # the args were read relative to the tests (pytest's invocation directory), but
-        # --ignore values are read at collection, from the working directory: pin them now
+        try:  # taken now: a later patch of the module by the agent's code is not ours
+            from _pytest.skipping import evaluate_skip_marks
+
+            self.evaluate_skip_marks = evaluate_skip_marks
+        except ImportError:  # another pytest: every skip then counts as skipped-run
+            pass
+        # args were read relative to the tests (the invocation directory); --ignore values
+        # are read at collection from the working directory: make them absolute first
         for name in ("ignore", "ignore_glob"):
             values = getattr(config.option, name, None)
             if values:
                 setattr(config.option, name, [os.path.join(self.tests, v) for v in values])
         os.chdir(self.workdir)  # tests may open the agent's files by relative path
 
+    def runtest_setup(self, item):
+        """A hookwrapper around pytest_runtest_setup: whether a skip marker skips it."""
+        if self.evaluate_skip_marks is not None:
+            try:
+                if self.evaluate_skip_marks(item) is not None:
+                    self.marked.add(item.nodeid)
+            except Exception:  # a broken condition: pytest reports it as the test's error
+                pass
+        yield
+
     def pytest_collectreport(self, report):
+        where = report.nodeid or "collection"
         if report.failed:
-            self.outcomes[report.nodeid or "collection"] = "error"
+            self.outcomes[where] = "error"
         elif report.skipped:  # a module that skipped itself (the agent's code can do that)
-            self.outcomes[report.nodeid or "collection"] = "skipped"
+            self.outcomes[where] = "skipped-run"
+            self.reasons[where] = skip_reason(report)
 
     def pytest_runtest_logreport(self, report):
         before = self.outcomes.get(report.nodeid)
         if report.failed:
             now = "failed" if report.when == "call" else "error"
         elif report.skipped:
-            now = "skipped"
+            if hasattr(report, "wasxfail"):
+                now = "xfailed"
+            elif report.when == "setup" and report.nodeid in self.marked:
+                now = "skipped"
+            else:
+                now = "skipped-run"
         elif report.when == "call":
             now = "passed"
         else:
             return
         if before in (None, "passed"):
             self.outcomes[report.nodeid] = now
+            if now in ("skipped", "skipped-run", "xfailed"):
+                self.reasons[report.nodeid] = skip_reason(report)
 
     def pytest_sessionfinish(self, session, exitstatus):
-        data = json.dumps({"nonce": self.nonce, "outcomes": self.outcomes}).encode()
+        found = {"nonce": self.nonce, "outcomes": self.outcomes, "reasons": self.reasons}
+        data = json.dumps(found).encode()
         while data:
             data = data[os.write(self.report_fd, data) :]
         os.close(self.report_fd)
@@ -103,6 +150,9 @@ def child(user, workdir, args, report_fd, nonce_fd, log_fd):
         tests,
         *args,  # as the task gives them: "--deselect", "<nodeid>" and "-k", "expr" too
     ]
+    # a wrapper round every other implementation, so it sees the test before a marker
+    # skips it (marked on the class's function: a bound method takes no attributes)
+    Reporter.pytest_runtest_setup = pytest.hookimpl(hookwrapper=True)(Reporter.runtest_setup)
     reporter = Reporter(report_fd, nonce_fd, tests, workdir)
     return int(pytest.main(argv, plugins=[reporter]))
 
@@ -152,14 +202,15 @@ def main():
     if status is None:
         _, status = os.waitpid(pid, 0)
     code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else -os.WTERMSIG(status)
-    outcomes = None
+    outcomes = reasons = None
     try:
         found = json.loads(report.decode())
         if isinstance(found, dict) and found.get("nonce") == nonce:
-            outcomes = found.get("outcomes")
+            outcomes, reasons = found.get("outcomes"), found.get("reasons")
     except (ValueError, RecursionError):
         pass  # none, two, cut, nested past the parser or forged: no verdict
-    line = {"outcomes": outcomes, "exit": code, "log": log.decode("utf-8", "replace")}
+    line = {"outcomes": outcomes, "reasons": reasons, "exit": code}
+    line["log"] = log.decode("utf-8", "replace")
     sys.stdout.write("\n" + json.dumps(line) + "\n")
     return 0
 
