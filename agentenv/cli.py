@@ -243,13 +243,15 @@ def run(
     then turns, tokens, cache hits and dollars."""
     from agentenv.render import EpisodeRenderer, summary_line
     from agentenv.runner import Policies, run_task
-    from agentenv.tasks import Task, TaskError, load_task
+    from agentenv.tasks import Task, TaskError, load_task, task_warnings
 
     try:
         if task is not None:
             if image or instruction:
                 raise TaskError("give a task folder, or --image with --instruction, not both")
             the_task = load_task(task)
+            for warning in task_warnings(the_task):
+                err.print(f"[bold yellow]warning:[/] {escape(warning)}", highlight=False)
         elif instruction:
             the_task = Task(id="adhoc", instruction=instruction, image=image or BASE_IMAGE)
         else:
@@ -360,7 +362,7 @@ def eval_(
     from agentenv.runner.eval import JobStopped, job_config, regrade, run_eval
     from agentenv.runner.eval import Progress as JobProgress
     from agentenv.runner.results import ConfigMismatch, check_config, load_results
-    from agentenv.tasks import TaskError, load_tasks
+    from agentenv.tasks import TaskError, load_tasks, task_warnings
 
     if regrade_dir is not None:
         try:
@@ -378,6 +380,8 @@ def eval_(
         tasks = load_tasks(paths)
     except TaskError as e:
         raise _fail(str(e)) from e
+    for warning in (w for t in tasks for w in task_warnings(t)):
+        err.print(f"[bold yellow]warning:[/] {escape(warning)}", highlight=False)
     if executor not in ("local", "ray"):
         raise _fail(f"--executor must be local or ray, not {executor!r}")
     if executor == "ray":

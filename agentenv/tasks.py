@@ -14,6 +14,7 @@ Everything is validated on load; a bad task names its file and the field.
 from __future__ import annotations
 
 import hashlib
+import sys
 import tomllib
 from pathlib import Path
 from typing import Literal
@@ -145,6 +146,26 @@ def load_tasks(paths: list[Path] | list[str]) -> list[Task]:
     return tasks
 
 
+def task_warnings(task: Task) -> list[str]:
+    """What in the task folder will likely make a right answer score 0, for a person to fix:
+    a workspace module named like a standard-library one (``calendar.py``) is never what the
+    hidden tests import, since the workdir comes last on their ``sys.path``."""
+    workspace = task.workspace
+    if workspace is None:
+        return []
+    found: list[str] = []
+    for child in sorted(workspace.iterdir()):
+        name = child.stem if child.suffix == ".py" and child.is_file() else child.name
+        is_module = child.suffix == ".py" or (child / "__init__.py").is_file()
+        if is_module and name in sys.stdlib_module_names:
+            found.append(
+                f"{task.id}: workspace/{child.name} has the name of the standard library's "
+                f"{name!r} module: the hidden tests import the standard library's, not this "
+                "one (the workspace comes last on their sys.path); rename it"
+            )
+    return found
+
+
 def task_digest(task: Task) -> str:
     """A digest of everything in the task's folder: a job refuses to resume when it changed."""
     h = hashlib.sha256(task.model_dump_json(exclude={"folder"}).encode())
@@ -156,4 +177,4 @@ def task_digest(task: Task) -> str:
     return h.hexdigest()[:16]
 
 
-__all__ = ["Task", "TaskError", "load_task", "load_tasks", "task_digest"]
+__all__ = ["Task", "TaskError", "load_task", "load_tasks", "task_digest", "task_warnings"]

@@ -94,3 +94,32 @@ def test_budget_views_and_refusal_through_the_cli(tmp_path: Path) -> None:
     assert "model:" in message and "samples: 1 then, 2 now" in message
     assert len(other.stderr.splitlines()) <= 6  # compact
     assert ((job / "results.jsonl").read_bytes(), (job / "log.jsonl").read_bytes()) == before
+
+
+def test_a_workspace_module_named_like_the_standard_library_is_warned_of(tmp_path: Path) -> None:
+    # the reference solution is right, but the hidden tests import the standard library's
+    # calendar, not the workspace's: the oracle scores 0, and the warning says why up front
+    task = tmp_path / "tasks" / "month-names"
+    (task / "workspace").mkdir(parents=True)
+    (task / "tests").mkdir()
+    (task / "task.toml").write_text('[verifier]\nkind = "pytest"\n')
+    (task / "instruction.md").write_text("Write calendar.month_label(n): 'Jan' for 1.\n")
+    (task / "workspace" / "calendar.py").write_text(
+        "def month_label(n):\n    raise NotImplementedError\n"
+    )
+    (task / "workspace" / "helpers.py").write_text("")
+    (task / "solution.sh").write_text(
+        "cat > calendar.py <<'EOF'\ndef month_label(n):\n    return ['Jan', 'Feb'][n - 1]\nEOF\n"
+    )
+    (task / "tests" / "test_calendar.py").write_text(
+        "from calendar import month_label\n\ndef test_jan():\n    assert month_label(1) == 'Jan'\n"
+    )
+    done = agentenv(
+        "eval", str(tmp_path / "tasks"), "--model", "oracle", "--out", str(tmp_path / "j")
+    )
+    assert (
+        "warning: month-names: workspace/calendar.py has the name of the standard " in done.stderr
+    )
+    assert "helpers.py" not in done.stderr and "Traceback" not in done.stderr
+    (result,) = load_results(tmp_path / "j").values()
+    assert result.outcome == "graded" and result.reward == 0.0
