@@ -38,6 +38,7 @@ from agentenv.model.client import EventCallback
 from agentenv.model.types import ChatModel
 from agentenv.sandbox import DockerSandbox, SandboxError, SandboxSpec, remove_snapshot
 from agentenv.sandbox.errors import EngineUnavailable, SandboxUnavailable
+from agentenv.sandbox.images import dockerfile_image
 from agentenv.sandbox.protocol import Snapshot
 from agentenv.tasks import Task
 from agentenv.verify import CHECKER_CAPS, ROOT, CheckResult, Score, Workspace, verify
@@ -239,7 +240,9 @@ async def prepare(
     if not task.setup and not share and dockerfile is None:
         return Prepared(task=task, image=task.image, workspace=workspace_tar(folder, user))
     spec = SandboxSpec(
-        image=task.image,
+        image=task.image
+        if dockerfile is None
+        else dockerfile_image(task.image, dockerfile, task.id),
         dockerfile=dockerfile,
         workdir=task.workdir,
         user=_ROOT,

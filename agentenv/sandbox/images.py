@@ -85,6 +85,20 @@ async def resolve_image(engine: Engine, image: str, dockerfile: Path | None = No
     raise ImageUnavailable(f"image {image!r} is unavailable: {'; '.join(tried)}.{hint}")
 
 
+def dockerfile_image(image: str, dockerfile: Path, name: str) -> str:
+    """The name a task's Dockerfile is built as: the repository of ``image`` (or
+    ``agentenv/task-<name>`` when ``image`` is the base image, which must never be
+    overwritten) tagged with the build context's digest. Copies of one task in different
+    folders share one image; tasks whose contexts differ never take each other's tag (and
+    never rebuild it back and forth)."""
+    if image == BASE_IMAGE:
+        repo = "agentenv/task-" + (re.sub(r"[^a-z0-9._-]+", "-", name.lower()).strip(".-_") or "x")
+    else:
+        last = image.rsplit("/", 1)[-1]
+        repo = image.rsplit(":", 1)[0] if ":" in last else image
+    return f"{repo}:ctx-{context_digest(dockerfile)}"
+
+
 def context_digest(dockerfile: Path) -> str:
     """A digest of the Dockerfile's folder (its build context): names and contents."""
     folder = Path(dockerfile).resolve().parent

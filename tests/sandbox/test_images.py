@@ -104,3 +104,46 @@ async def test_uploaded_files_belong_to_root_in_the_sandbox(tmp_path: Path) -> N
     async with await DockerSandbox.create() as box:
         await box.upload(tmp_path, "/workspace/up")
         assert (await box.exec("stat -c %u:%g /workspace/up/f.txt")).stdout == "0:0\n"
+
+
+async def test_task_images_are_named_by_their_build_context(tmp_path: Path) -> None:
+    # two copies of one task (same image name, same Dockerfile folder) share one image; a
+    # copy whose folder differs gets its own tag instead of rebuilding the shared one back
+    # and forth; a task naming no image never overwrites the base image
+    from agentenv.runner.episode import prepare, release
+    from agentenv.tasks import load_task
+
+    def task(name: str, data: str, image: str | None = "agentenv-test/copies:1") -> Path:
+        folder = tmp_path / name / "same-task"
+        (folder / "env").mkdir(parents=True)
+        (folder / "env" / "data.txt").write_text(data)
+        (folder / "env" / "Dockerfile").write_text(f"FROM {BASE_IMAGE}\nCOPY data.txt /data.txt\n")
+        (folder / "instruction.md").write_text("Look at /data.txt.\n")
+        line = f'image = "{image}"\n' if image else ""
+        (folder / "task.toml").write_text(f'{line}dockerfile = "env/Dockerfile"\n')
+        return folder
+
+    engine = await get_engine()
+    base = (await engine.run(engine.api.inspect_image, BASE_IMAGE))["Id"]
+    names: dict[str, str] = {}
+    try:
+        for copy, data, image in (
+            ("a", "one\n", "agentenv-test/copies:1"),
+            ("b", "one\n", "agentenv-test/copies:1"),
+            ("c", "two\n", "agentenv-test/copies:1"),
+            ("d", "one\n", None),
+        ):
+            prepared = await prepare(load_task(task(copy, data, image)))
+            try:
+                names[copy] = prepared.image
+                async with await DockerSandbox.create(SandboxSpec(image=prepared.image)) as box:
+                    assert (await box.exec("cat /data.txt")).stdout == data
+            finally:
+                await release(prepared)
+        assert names["a"] == names["b"] != names["c"]
+        assert names["a"].startswith("agentenv-test/copies:ctx-")
+        assert names["d"].startswith("agentenv/task-same-task:ctx-")
+        assert (await engine.run(engine.api.inspect_image, BASE_IMAGE))["Id"] == base
+    finally:
+        for name in set(names.values()):
+            await engine.run(engine.api.remove_image, name, force=True)
