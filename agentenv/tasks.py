@@ -6,7 +6,8 @@ my-task/
   instruction.md   what the agent is asked to do
   workspace/       copied into the sandbox's workdir at the start
   tests/           hidden: copied in only after the agent is done, for the verifier
-  solution.sh      the reference solution, run by the oracle policy
+  solution.sh      the reference solution, run by the oracle policy (or solution/solve.sh,
+                   with the files next to it in $SOLUTION_DIR)
 ```
 Everything is validated on load; a bad task names its file and the field.
 """
@@ -86,9 +87,31 @@ class Task(BaseModel):
 
     @property
     def solution(self) -> Path | None:
-        """The reference solution script, if the task has one."""
-        path = self.folder / "solution.sh" if self.folder else None
-        return path if path is not None and path.is_file() else None
+        """The reference solution script, if the task has one: ``solution.sh``, or
+        ``solution/solve.sh`` (the rest of ``solution/`` goes with it, see
+        :meth:`solution_files`)."""
+        if self.folder is None:
+            return None
+        for path in (self.folder / "solution.sh", self.folder / "solution" / "solve.sh"):
+            if path.is_file():
+                return path
+        return None
+
+    def solution_files(self) -> dict[str, str]:
+        """The other files of the task's ``solution/`` folder (relative path → text), which
+        the oracle puts next to the script; raises :class:`TaskError` for one that is not
+        text."""
+        solution = self.solution
+        if solution is None or solution.parent.name != "solution" or solution.parent == self.folder:
+            return {}
+        files: dict[str, str] = {}
+        for path in sorted(solution.parent.rglob("*")):
+            if path.is_file() and path != solution:
+                try:
+                    files[str(path.relative_to(solution.parent))] = path.read_text()
+                except UnicodeDecodeError as e:
+                    raise TaskError(f"{path}: the oracle takes text files only ({e.reason})") from e
+        return files
 
 
 def load_task(folder: Path | str) -> Task:

@@ -17,6 +17,7 @@ from agentenv.model.client import EventCallback
 from agentenv.model.types import Completion, Route, ToolCall
 
 SOLUTION_PATH = "/tmp/agentenv-solution.sh"
+SOLUTION_DIR = "/tmp/agentenv-solution"  # a task's solution/ folder, for its script
 
 
 class ScriptedModel:
@@ -49,16 +50,27 @@ def _call(index: int, name: str, **arguments: Any) -> ToolCall:
     return ToolCall(id=f"functions.{name}:{index}", name=name, arguments=json.dumps(arguments))
 
 
-def oracle(solution: str, *, timeout_s: float = 1800) -> ScriptedModel:
-    """A policy that writes ``solution`` (the text of a task's ``solution.sh``) into the
-    sandbox, runs it with bash in the working directory, and submits."""
+def oracle(
+    solution: str, *, timeout_s: float = 1800, files: dict[str, str] | None = None
+) -> ScriptedModel:
+    """A policy that writes ``solution`` (the text of a task's reference script) into the
+    sandbox, runs it with bash in the working directory, and submits. ``files`` (relative
+    path → text: the rest of a task's ``solution/`` folder) are written next to it first;
+    the script finds them in ``$SOLUTION_DIR``."""
+    writes = [
+        _call(i, "write_file", path=f"{SOLUTION_DIR}/{name}", content=text)
+        for i, (name, text) in enumerate(sorted((files or {}).items()))
+    ]
+    n = len(writes)
+    run = f"SOLUTION_DIR={SOLUTION_DIR} bash {SOLUTION_PATH}"
     turn = Completion(
         content="Running the reference solution.",
         finish_reason="tool_calls",
         tool_calls=[
-            _call(0, "write_file", path=SOLUTION_PATH, content=solution),
-            _call(1, "bash", command=f"bash {SOLUTION_PATH}", timeout=timeout_s),
-            _call(2, "submit", summary="reference solution"),
+            *writes,
+            _call(n, "write_file", path=SOLUTION_PATH, content=solution),
+            _call(n + 1, "bash", command=run, timeout=timeout_s),
+            _call(n + 2, "submit", summary="reference solution"),
         ],
     )
     return ScriptedModel([turn], "oracle")

@@ -47,8 +47,10 @@ class Policies:
         """The model that plays one episode of ``task``."""
         if self.spec == "oracle":
             if task.solution is None:
-                raise TaskError(f"task {task.id!r} has no solution.sh for the oracle")
-            return policies.oracle(task.solution.read_text())
+                raise TaskError(
+                    f"task {task.id!r} has no solution.sh (or solution/solve.sh) for the oracle"
+                )
+            return policies.oracle(task.solution.read_text(), files=task.solution_files())
         if self.spec.startswith("command:"):
             return policies.command(
                 self.spec.removeprefix("command:"), timeout_s=self.command_timeout_s

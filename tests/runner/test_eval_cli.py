@@ -123,3 +123,25 @@ def test_a_workspace_module_named_like_the_standard_library_is_warned_of(tmp_pat
     assert "helpers.py" not in done.stderr and "Traceback" not in done.stderr
     (result,) = load_results(tmp_path / "j").values()
     assert result.outcome == "graded" and result.reward == 0.0
+
+
+def test_the_oracle_gets_the_whole_solution_folder(tmp_path: Path) -> None:
+    task = tmp_path / "tasks" / "with-helpers"
+    (task / "solution" / "data").mkdir(parents=True)
+    (task / "tests").mkdir()
+    (task / "workspace").mkdir()
+    (task / "task.toml").write_text(
+        '[verifier]\nkind = "file"\npath = "answer.txt"\nequals = "42 from a helper\\n"\n'
+    )
+    (task / "instruction.md").write_text("Write the answer to answer.txt.\n")
+    (task / "solution" / "solve.sh").write_text('python3 "$SOLUTION_DIR/helper.py" > answer.txt\n')
+    (task / "solution" / "helper.py").write_text(
+        "import pathlib, os\n"
+        "print(pathlib.Path(os.environ['SOLUTION_DIR'], 'data', 'n.txt').read_text().strip(),"
+        " 'from a helper')\n"
+    )
+    (task / "solution" / "data" / "n.txt").write_text("42\n")
+    done = agentenv("eval", str(task), "--model", "oracle", "--out", str(tmp_path / "j"))
+    assert done.returncode == 0, done.stderr
+    (result,) = load_results(tmp_path / "j").values()
+    assert result.reward == 1.0, result
