@@ -51,6 +51,12 @@ def _setup(
     log.configure("info" if verbose else "warning")
 
 
+def _warn(messages: list[str]) -> None:
+    """Print each message as a warning (text, never markup)."""
+    for message in messages:
+        err.print(f"[bold yellow]warning:[/] {escape(message)}", highlight=False)
+
+
 def _fail(message: str) -> typer.Exit:
     # the message quotes paths, names and output: text, never markup ("[tool.pytest]")
     err.print(f"[bold red]error:[/] {escape(message)}", highlight=False)
@@ -250,8 +256,7 @@ def run(
             if image or instruction:
                 raise TaskError("give a task folder, or --image with --instruction, not both")
             the_task = load_task(task)
-            for warning in task_warnings(the_task):
-                err.print(f"[bold yellow]warning:[/] {escape(warning)}", highlight=False)
+            _warn(task_warnings(the_task))
         elif instruction:
             the_task = Task(id="adhoc", instruction=instruction, image=image or BASE_IMAGE)
         else:
@@ -380,8 +385,7 @@ def eval_(
         tasks = load_tasks(paths)
     except TaskError as e:
         raise _fail(str(e)) from e
-    for warning in (w for t in tasks for w in task_warnings(t)):
-        err.print(f"[bold yellow]warning:[/] {escape(warning)}", highlight=False)
+    _warn([w for t in tasks for w in task_warnings(t)])
     if executor not in ("local", "ray"):
         raise _fail(f"--executor must be local or ray, not {executor!r}")
     if executor == "ray":

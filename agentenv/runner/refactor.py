@@ -19,6 +19,7 @@ import json
 import re
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
@@ -591,6 +592,11 @@ def md(text: str) -> str:
     return re.sub(r"\r?\n", "<br>", text)
 
 
+def outcome_counts(results: list[RepoResult]) -> dict[str, int]:
+    """How many repos ended in each outcome, by outcome name."""
+    return dict(sorted(Counter(r.outcome for r in results).items()))
+
+
 def per_solved(results: list[RepoResult]) -> tuple[int, float, float | None]:
     """Repos solved (``changed-green``), dollars spent, and dollars per solved repo."""
     solved = sum(r.outcome == SOLVED for r in results)
@@ -601,12 +607,9 @@ def per_solved(results: list[RepoResult]) -> tuple[int, float, float | None]:
 def summary_json(results: list[RepoResult]) -> dict[str, object]:
     """The job's figures for programs: counts per outcome, tokens, dollars, $ per solved."""
     solved, cost, each = per_solved(results)
-    counts: dict[str, int] = {}
-    for r in results:
-        counts[r.outcome] = counts.get(r.outcome, 0) + 1
     return {
         "repos": len(results),
-        "outcomes": dict(sorted(counts.items())),
+        "outcomes": outcome_counts(results),
         "solved": solved,
         "prompt_tokens": sum(r.prompt_tokens for r in results),
         "completion_tokens": sum(r.completion_tokens for r in results),
@@ -618,12 +621,10 @@ def summary_json(results: list[RepoResult]) -> dict[str, object]:
 
 def totals_line(results: list[RepoResult]) -> str:
     """Counts per outcome, dollars and dollars per solved repo, on one line."""
-    counts: dict[str, int] = {}
-    for r in results:
-        counts[r.outcome] = counts.get(r.outcome, 0) + 1
+    counts = ", ".join(f"{n} {o}" for o, n in outcome_counts(results).items())
     _, cost, each = per_solved(results)
     per = f"${each:.4f} per solved" if each is not None else "no repo solved"
-    return f"{', '.join(f'{n} {o}' for o, n in sorted(counts.items()))}; ${cost:.4f} ({per})"
+    return f"{counts}; ${cost:.4f} ({per})"
 
 
 def summary_markdown(results: list[RepoResult], model: str, instruction: str = "") -> str:

@@ -263,11 +263,19 @@ def _pytest_args(words: list[str]) -> tuple[list[str], list[str]] | None:
     return kept, dropped
 
 
-def _from_tox(tox: Path) -> tuple[list[str], list[str]] | None:
+def _ini(path: Path) -> configparser.ConfigParser | None:
+    """An INI file (tox.ini, setup.cfg) read as it is, or ``None`` if it does not parse."""
     parser = configparser.ConfigParser(interpolation=None, strict=False)
     try:
-        parser.read(tox)
+        parser.read(path)
     except configparser.Error:
+        return None
+    return parser
+
+
+def _from_tox(tox: Path) -> tuple[list[str], list[str]] | None:
+    parser = _ini(tox)
+    if parser is None:
         return None
     for section in parser.sections():
         if section == "testenv" or section.startswith("testenv:"):
@@ -317,12 +325,8 @@ def _pytest_settings(tree: Path) -> str | None:
             return "pyproject.toml [tool.pytest.ini_options]"
     for name, section in (("setup.cfg", "tool:pytest"), ("tox.ini", "pytest")):
         if (tree / name).is_file():
-            parser = configparser.ConfigParser(interpolation=None, strict=False)
-            try:
-                parser.read(tree / name)
-            except configparser.Error:
-                continue
-            if parser.has_section(section):
+            parser = _ini(tree / name)
+            if parser is not None and parser.has_section(section):
                 return f"{name} [{section}]"
     return None
 
@@ -363,7 +367,7 @@ def detect_test_command(tree: Path) -> TestCommand | None:
             why += "; it calls `python` (the image has python3): a link to python3 is on PATH"
         return TestCommand(
             command=(PYTHON_SHIM if shim else "") + prefix + "make test",
-            reason=why + (src_why if src else ""),
+            reason=why + src_why,
         )
     package = tree / "package.json"
     if package.is_file():
