@@ -158,8 +158,14 @@ class DockerSandbox:
                     max_output=4096,
                     on_output=None,
                 )
-                said = (probe.stdout + probe.stderr).strip()
-                if "unable to find user" in said:
+                if not probe.ok:
+                    # Docker often drops its own message ("unable to find user …") from the
+                    # stream under load; the failed exit is what it reliably gives.
+                    said = (probe.stdout + probe.stderr).strip() or (
+                        f"the engine could not start a process as user {self.spec.user!r} "
+                        f"(exit {probe.exit_code}); a user name must be in the image's "
+                        "/etc/passwd, a numeric uid[:gid] need not"
+                    )
                     raise SandboxError(f"image {self.image!r}: {said}") from e
             if self.spec.executor == "fast":
                 raise SandboxError(

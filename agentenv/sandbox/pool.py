@@ -52,9 +52,11 @@ class SandboxPool:
         assert self._tg is not None
         self._tg.cancel_scope.cancel()
         try:
-            if isinstance(e, Exception):
+            if e is not None and not isinstance(e, anyio.get_cancelled_exc_class()):
                 # The body's own error: let it out as it is, not wrapped in an ExceptionGroup
                 # (the fill tasks catch their own failures; they are only cancelled here).
+                # That includes BaseExceptions such as pytest's Failed: grouped, they would
+                # kill the test runner's event loop task.
                 await self._tg.__aexit__(None, None, None)
             else:
                 await self._tg.__aexit__(et, e, tb)

@@ -92,6 +92,30 @@ async def test_unknown_user_is_a_sandbox_error() -> None:
         await DockerSandbox.create(SandboxSpec(user="no-such-user"))
 
 
+async def test_unknown_user_is_refused_under_load_too() -> None:
+    # Under load Docker often drops its "unable to find user" message from the exec stream
+    # (seen in CI): a sandbox was then made with the docker-exec fallback instead of refused.
+    import anyio
+
+    from agentenv.sandbox import SandboxError
+
+    outcomes: list[str] = []
+
+    async def one() -> None:
+        try:
+            box = await DockerSandbox.create(SandboxSpec(user="no-such-user"))
+        except SandboxError as e:
+            outcomes.append("refused" if "no-such-user" in str(e) else f"other: {e}")
+        else:
+            outcomes.append(f"created ({box.exec_mode})")
+            await box.close()
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(8):
+            tg.start_soon(one)
+    assert outcomes == ["refused"] * 8
+
+
 async def test_fast_executor_on_an_image_without_python_is_refused(no_python_image: str) -> None:
     from agentenv.sandbox import SandboxError
 

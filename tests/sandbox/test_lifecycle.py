@@ -224,6 +224,23 @@ async def test_pool_removes_its_sandboxes_when_the_body_fails() -> None:
     assert left == []
 
 
+class _Interrupt(BaseException):
+    """Not an Exception, like pytest's Failed or KeyboardInterrupt."""
+
+
+async def test_a_base_exception_in_the_pool_body_comes_out_as_itself() -> None:
+    # Grouped, pytest's Failed killed anyio's test-runner task and every later test failed.
+    engine = await get_engine()
+    spec = SandboxSpec(labels={"test.pool": "body-interrupted"})
+    with pytest.raises(_Interrupt):
+        async with SandboxPool(spec, size=1):
+            raise _Interrupt()
+    left = await engine.run(
+        engine.api.containers, all=True, filters={"label": "test.pool=body-interrupted"}
+    )
+    assert left == []
+
+
 async def test_pool_survives_a_failed_pause(monkeypatch: pytest.MonkeyPatch) -> None:
     # The freezer can refuse a pause; the pool drops that sandbox and makes another.
     failures = {"left": 1}
