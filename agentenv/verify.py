@@ -46,6 +46,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from agentenv._resources import checkers_dir
+from agentenv.archive import Archive
 from agentenv.sandbox.errors import SandboxError, SandboxUnavailable
 from agentenv.sandbox.protocol import Sandbox
 
@@ -234,7 +235,7 @@ class Workspace(BaseModel):
     entries are relative to the workdir (made safe by the episode runner), and the user the
     agent ran as."""
 
-    archive: bytes
+    archive: Archive  # validates from bytes too
     workdir: str = "/workspace"
     agent_user: str = AGENT_USER
 

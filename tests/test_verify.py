@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from pydantic import TypeAdapter, ValidationError
 
+from agentenv.archive import Archive
 from agentenv.runner.episode import safe_workspace
 from agentenv.sandbox import DockerSandbox, SandboxSpec
 from agentenv.verify import AGENT_USER, CHECKER_CAPS, Check, Score, Workspace, is_subset
@@ -60,7 +61,9 @@ class Boxes:
 
 async def verify(box: Boxes, check: Check, *, tests: Path | None = None) -> Score:
     """Take the agent's workdir as ``finish`` does and verify it in the checker sandbox."""
-    archive, _ = safe_workspace(await box.agent.download("/workspace"), "/workspace", AGENT_USER)
+    raw = Archive.new()
+    await box.agent.download_to("/workspace", raw)
+    archive, _ = safe_workspace(raw, "/workspace", AGENT_USER)
     return await verify_in(box.checker, check, Workspace(archive=archive), tests=tests)
 
 

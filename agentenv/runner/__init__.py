@@ -1,5 +1,6 @@
 """Running tasks: the episode lifecycle, eval jobs, and the policies by name."""
 
+from agentenv.archive import Archive
 from agentenv.runner.episode import (
     Final,
     Prepared,
@@ -13,6 +14,7 @@ from agentenv.runner.episode import (
 from agentenv.runner.policy import Policies
 
 __all__ = [
+    "Archive",
     "Final",
     "Policies",
     "Prepared",

@@ -21,7 +21,6 @@ identically:
 
 from __future__ import annotations
 
-import io
 import posixpath
 import tarfile
 import time
@@ -34,6 +33,7 @@ import structlog
 from pydantic import BaseModel, ConfigDict
 
 from agentenv.agent.loop import ToolResultCallback, Trajectory, run_episode
+from agentenv.archive import Archive
 from agentenv.model.client import EventCallback
 from agentenv.model.types import ChatModel
 from agentenv.sandbox import DockerSandbox, SandboxError, SandboxSpec, remove_snapshot
@@ -60,7 +60,7 @@ class Prepared(BaseModel):
     task: Task
     image: str
     dockerfile: Path | None = None
-    workspace: bytes  # a tar, entries relative to the workdir, owned by the agent's user
+    workspace: Archive  # a tar, entries relative to the workdir, owned by the agent's user
     snapshot: Snapshot | None = None  # ours to remove with :func:`release`
 
     @property
@@ -75,7 +75,7 @@ class Final(BaseModel):
 
     model_config = ConfigDict(ser_json_bytes="base64", val_json_bytes="base64")
 
-    workspace: bytes
+    workspace: Archive
     image: str | None = None
 
 
@@ -87,43 +87,45 @@ def _owner(user: str) -> tuple[int, int]:
     return int(uid), int(gid or uid)
 
 
-def workspace_tar(folder: Path | None, user: str) -> bytes:
-    """A host folder as a workspace archive owned by ``user`` (empty without a folder)."""
+def workspace_tar(folder: Path | None, user: str) -> Archive:
+    """A host folder as a workspace archive owned by ``user`` (empty without a folder),
+    written to a file: a folder of any size is never held in memory."""
     uid, gid = _owner(user)
 
     def own(info: tarfile.TarInfo) -> tarfile.TarInfo:
         info.uid, info.gid, info.uname, info.gname = uid, gid, "", ""
         return info
 
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
+    archive = Archive.new()
+    with tarfile.open(archive, mode="w") as tar:
         if folder is not None:
             for child in sorted(folder.iterdir()):
                 tar.add(child, arcname=child.name, filter=own)
-    return buf.getvalue()
+    return archive
 
 
-def safe_workspace(archive: bytes, workdir: str, user: str) -> tuple[bytes, list[str]]:
+def safe_workspace(archive: Archive, workdir: str, user: str) -> tuple[Archive, list[str]]:
     """Re-root a sandbox's tar of ``workdir`` (entries under its base name) at the workdir
     and keep only what may cross into a checker sandbox: folders, regular files, and
     symlinks that resolve inside the workdir; every entry owned by ``user``, no set-id bits.
-    Returns the archive and what was dropped. The input is the agent's; this never raises
-    on it (an unreadable archive is an empty workspace)."""
+    Returns the archive (a new file; file contents are copied in chunks) and what was
+    dropped. The input is the agent's; this never raises on it (an unreadable archive is an
+    empty workspace)."""
     uid, gid = _owner(user)
     base = posixpath.basename(workdir.rstrip("/"))
     dropped: list[str] = []
-    out = io.BytesIO()
     try:
-        src = tarfile.open(fileobj=io.BytesIO(archive), mode="r:")  # noqa: SIM115
+        src = tarfile.open(archive, mode="r:")  # noqa: SIM115
         members = src.getmembers()
     except (tarfile.TarError, OSError, EOFError) as e:
         return workspace_tar(None, user), [f"unreadable archive: {e}"]
+    out = Archive.new()
     links = {}
     for m in members:
         name = posixpath.normpath(m.name)
         if m.issym() and name.startswith(base + "/"):
             links[name[len(base) + 1 :]] = m.linkname
-    with src, tarfile.open(fileobj=out, mode="w") as dst:
+    with src, tarfile.open(out, mode="w") as dst:
         for m in members:
             name = posixpath.normpath(m.name)
             if name == base:
@@ -146,7 +148,7 @@ def safe_workspace(archive: bytes, workdir: str, user: str) -> tuple[bytes, list
                 dst.addfile(info)
             else:  # devices, FIFOs, hard links, symlinks leading out (into hidden tests)
                 dropped.append(rel)
-    return out.getvalue(), dropped
+    return out, dropped
 
 
 def _inside(link: str, links: dict[str, str], workdir: str) -> bool:
@@ -258,7 +260,7 @@ async def prepare(
                     f"setup of task {task.id!r} failed (exit {done.exit_code}): "
                     f"{(done.stdout + done.stderr).strip()[-1000:]}"
                 )
-        archive, _ = safe_workspace(await box.download(task.workdir), task.workdir, user)
+        archive, _ = safe_workspace(await _download(box, task.workdir), task.workdir, user)
         snapshot = await box.snapshot(keep_s=keep_s) if task.setup or share else None
     image = snapshot.image_id if snapshot else box.image
     return Prepared(task=task, image=image, workspace=archive, snapshot=snapshot)
@@ -288,7 +290,7 @@ async def finish(box: DockerSandbox, prepared: Prepared) -> Final:
     task = prepared.task
     await box.pause()
     archive, dropped = safe_workspace(
-        await box.download(task.workdir), task.workdir, prepared.agent_user
+        await _download(box, task.workdir), task.workdir, prepared.agent_user
     )
     if dropped:
         log.info("episode.dropped", task=task.id, entries=dropped[:20], n=len(dropped))
@@ -298,7 +300,13 @@ async def finish(box: DockerSandbox, prepared: Prepared) -> Final:
     return Final(workspace=archive, image=image)
 
 
-async def verify_workspace(prepared: Prepared, workspace: bytes) -> Score:
+async def _download(box: DockerSandbox, path: str) -> Archive:
+    raw = Archive.new()
+    await box.download_to(path, raw)
+    return raw
+
+
+async def verify_workspace(prepared: Prepared, workspace: Archive) -> Score:
     """Score a workspace archive (see :func:`safe_workspace`) with the task's verifier in a
     new checker sandbox at the prepared state: a repo's tests before and after a patch."""
     return await _verify_in(prepared.image, prepared, workspace)
@@ -376,7 +384,7 @@ async def checker_ahead(prepared: Prepared) -> AsyncIterator[CheckerAhead | None
 
 
 async def _verify_in(
-    image: str, prepared: Prepared, workspace: bytes, box: DockerSandbox | None = None
+    image: str, prepared: Prepared, workspace: Archive, box: DockerSandbox | None = None
 ) -> Score:
     task = prepared.task
     assert task.verifier is not None

@@ -11,7 +11,9 @@ resumes with a higher one.
 
 from __future__ import annotations
 
+import errno
 import hashlib
+import os
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -23,6 +25,7 @@ import structlog
 from pydantic import BaseModel
 
 from agentenv.agent.loop import Spend, Trajectory
+from agentenv.archive import Archive
 from agentenv.runner.budget import Budget
 from agentenv.runner.episode import Final, regrade_final, run_task
 from agentenv.runner.outcomes import POLICY, Outcome, classify
@@ -366,7 +369,9 @@ async def regrade(out: Path) -> list[Row]:
             continue
         path = out / result.final_state
         try:
-            final = Final(workspace=path.read_bytes())
+            if not path.is_file():
+                raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), str(path))
+            final = Final(workspace=Archive(path))  # read in chunks where it lies
             score = await regrade_final(task, final)
         except (OSError, SandboxError) as e:
             # one lost state does not stop the others from being regraded

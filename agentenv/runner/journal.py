@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
@@ -113,12 +114,17 @@ def append_line(path: Path, item: BaseModel) -> None:
         os.close(fd)
 
 
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write ``path`` so that it holds either the old or the new content, never a mix."""
+def write_atomic(path: Path, data: bytes | os.PathLike[str]) -> None:
+    """Write ``path`` so that it holds either the old or the new content, never a mix:
+    ``data``, or the contents of the file at ``data`` (copied in chunks)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
     with open(tmp, "wb") as f:
-        f.write(data)
+        if isinstance(data, bytes):
+            f.write(data)
+        else:
+            with open(data, "rb") as src:
+                shutil.copyfileobj(src, f)
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)

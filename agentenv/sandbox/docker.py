@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import tarfile
+import tempfile
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal
+from typing import IO, Any, Literal
 
 import anyio
 import docker.errors
@@ -392,21 +394,36 @@ class DockerSandbox:
             raise FileNotFoundError(2, "no such file or folder to upload", str(src))
         made = await self.exec(["mkdir", "-p", "--", dest], timeout=60)
         _raise_file_error(made, dest, {})
-        # Built and sent in a worker thread: a big folder would stall the event loop.
+        owner = _numeric_owner(self.spec.user)
+
+        def send() -> None:
+            # Built in an unnamed file and sent from it in chunks, in a worker thread: a
+            # big folder would stall the event loop, and must not be held in memory.
+            with tempfile.TemporaryFile() as file:
+                _write_tar(file, src, owner)
+                file.seek(0)
+                self._engine.api.put_archive(self.id, dest, file)
+
         try:
-            owner = _numeric_owner(self.spec.user)
-            await self._engine.run(
-                lambda: self._engine.api.put_archive(self.id, dest, _tar_of(src, owner))
-            )
+            await self._engine.run(send)
         except docker.errors.APIError as e:
             raise await self._unavailable(e) from e
 
-    async def upload_tar(self, data: bytes, dest: str) -> None:
-        """Extract the tar archive ``data`` into the existing folder ``dest``; the engine
-        keeps every entry inside the sandbox's filesystem."""
+    async def upload_tar(self, data: bytes | os.PathLike[str], dest: str) -> None:
+        """Extract a tar archive (its bytes, or a host tar file's path: sent in chunks) into
+        the existing folder ``dest``; the engine keeps every entry inside the sandbox's
+        filesystem."""
         self._check_usable()
+
+        def send() -> None:
+            if isinstance(data, bytes):
+                self._engine.api.put_archive(self.id, dest, data)
+                return
+            with open(data, "rb") as file:
+                self._engine.api.put_archive(self.id, dest, file)
+
         try:
-            await self._engine.run(self._engine.api.put_archive, self.id, dest, data)
+            await self._engine.run(send)
         except docker.errors.NotFound as e:
             raise FileNotFoundError(2, "no such folder in the sandbox", dest) from e
         except docker.errors.APIError as e:
@@ -415,14 +432,27 @@ class DockerSandbox:
     async def download(self, path: str) -> bytes:
         """A tar archive of ``path`` (a file or a folder, under its own name). Works on a
         paused sandbox too: nothing in it can change the files while they are read."""
+        buf = io.BytesIO()
+        await self._fetch(path, buf)
+        return buf.getvalue()
+
+    async def download_to(self, path: str, file: os.PathLike[str]) -> None:
+        """Write a tar archive of ``path`` (as :meth:`download` gives it) to the host
+        ``file``, in chunks: a workspace of any size costs no more memory than one chunk."""
+        self._check_usable(paused_ok=True)  # before the file is made
+        with open(file, "wb") as out:
+            await self._fetch(path, out)
+
+    async def _fetch(self, path: str, out: IO[bytes]) -> None:
         self._check_usable(paused_ok=True)
 
-        def fetch() -> bytes:
+        def fetch() -> None:
             chunks, _ = self._engine.api.get_archive(self.id, path)
-            return b"".join(chunks)
+            for chunk in chunks:
+                out.write(chunk)
 
         try:
-            return await self._engine.run(fetch)
+            await self._engine.run(fetch)
         except docker.errors.NotFound as e:
             raise FileNotFoundError(2, "no such file or folder in the sandbox", path) from e
         except docker.errors.APIError as e:
@@ -605,20 +635,18 @@ def _numeric_owner(user: str | None) -> tuple[int, int]:
     return int(uid), int(gid or uid)
 
 
-def _tar_of(src: Path, owner: tuple[int, int] = (0, 0)) -> bytes:
+def _write_tar(file: IO[bytes], src: Path, owner: tuple[int, int] = (0, 0)) -> None:
     def own(info: tarfile.TarInfo) -> tarfile.TarInfo:
         info.uid, info.gid = owner
         info.uname = info.gname = ""
         return info
 
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
+    with tarfile.open(fileobj=file, mode="w") as tar:
         if src.is_dir():
             for child in sorted(src.iterdir()):
                 tar.add(child, arcname=child.name, filter=own)
         else:
             tar.add(src, arcname=src.name, filter=own)
-    return buf.getvalue()
 
 
 def _describe(e: BaseException) -> str:

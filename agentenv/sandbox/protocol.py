@@ -4,6 +4,7 @@ verifiers and runners only ever see this."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Literal, Protocol, runtime_checkable
@@ -101,8 +102,14 @@ class Sandbox(Protocol):
         """A tar archive of ``path`` (a file or a folder); works while paused."""
         ...
 
-    async def upload_tar(self, data: bytes, dest: str) -> None:
-        """Extract the tar archive ``data`` into the folder ``dest`` (which must exist)."""
+    async def download_to(self, path: str, file: os.PathLike[str]) -> None:
+        """Write a tar archive of ``path`` to the host ``file``, in chunks (nothing like its
+        size is held in memory); works while paused."""
+        ...
+
+    async def upload_tar(self, data: bytes | os.PathLike[str], dest: str) -> None:
+        """Extract a tar archive into the folder ``dest`` (which must exist): ``data`` is
+        its bytes, or the path of a tar file on the host, sent in chunks."""
         ...
 
     async def pause(self) -> None:

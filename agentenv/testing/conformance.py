@@ -328,6 +328,29 @@ async def test_upload_tar_extracts_into_a_folder_and_download_works_paused(
         assert f"{Path(dest).name}/top.txt" in tar.getnames()
 
 
+async def test_tar_files_on_the_host_go_in_and_come_out(sandbox: Sandbox, tmp_path: Path) -> None:
+    # The streamed forms: a tar file's path in, a tar file written on the host out.
+    dest = _unique("from-file")
+    assert (await sandbox.exec(["mkdir", "-p", dest])).exit_code == 0
+    payload = os.urandom(3 << 20)
+    sent = tmp_path / "in.tar"
+    with tarfile.open(sent, mode="w") as tar:
+        info = tarfile.TarInfo("big.bin")
+        info.size = len(payload)
+        tar.addfile(info, io.BytesIO(payload))
+    await sandbox.upload_tar(sent, dest)
+    assert await sandbox.read_file(f"{dest}/big.bin") == payload
+    got = tmp_path / "out.tar"
+    await sandbox.download_to(dest, got)
+    with tarfile.open(got) as tar:
+        member = tar.extractfile(f"{Path(dest).name}/big.bin")
+        assert member is not None and member.read() == payload
+    with pytest.raises(FileNotFoundError):
+        await sandbox.download_to("/no/such/path", tmp_path / "none.tar")
+    with pytest.raises(FileNotFoundError):
+        await sandbox.upload_tar(sent, "/no/such/folder")
+
+
 async def test_closed_sandbox_refuses_every_call(make_sandbox: MakeSandbox) -> None:
     box = await make_sandbox()
     assert (await box.exec("true")).exit_code == 0
@@ -343,3 +366,5 @@ async def test_closed_sandbox_refuses_every_call(make_sandbox: MakeSandbox) -> N
         await box.pause()
     with pytest.raises(SandboxClosed):
         await box.snapshot()
+    with pytest.raises(SandboxClosed):
+        await box.download_to("/tmp", Path(os.devnull))

@@ -6,12 +6,13 @@ from __future__ import annotations
 import io
 import tarfile
 
+from agentenv.archive import Archive
 from agentenv.runner.episode import safe_workspace
 
 WD = "/workspace"
 
 
-def archive(*entries: tuple[str, str, str]) -> bytes:
+def archive(*entries: tuple[str, str, str]) -> Archive:
     """A tar of ``workspace/...`` entries: (kind, name, file text or link target)."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
@@ -34,11 +35,11 @@ def archive(*entries: tuple[str, str, str]) -> bytes:
             }[kind]
             info.linkname = value
             tar.addfile(info)
-    return buf.getvalue()
+    return Archive.from_bytes(buf.getvalue())
 
 
-def kept(data: bytes) -> dict[str, tarfile.TarInfo]:
-    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+def kept(data: Archive) -> dict[str, tarfile.TarInfo]:
+    with tarfile.open(data) as tar:
         return {m.name: m for m in tar.getmembers()}
 
 
@@ -82,7 +83,7 @@ def test_entries_outside_the_workdir_and_garbage_never_cross() -> None:
         for name in ("etc/passwd", "workspace/../etc/shadow", "workspacex/a"):
             info = tarfile.TarInfo(name)
             tar.addfile(info, io.BytesIO(b""))
-    out, dropped = safe_workspace(buf.getvalue(), WD, "1000:1000")
+    out, dropped = safe_workspace(Archive.from_bytes(buf.getvalue()), WD, "1000:1000")
     assert kept(out) == {} and len(dropped) == 3
-    out, dropped = safe_workspace(b"not a tar at all" * 100, WD, "1000:1000")
+    out, dropped = safe_workspace(Archive.from_bytes(b"not a tar at all" * 100), WD, "1000:1000")
     assert kept(out) == {} and dropped and "unreadable" in dropped[0]
