@@ -262,7 +262,7 @@ def test_sigkill_mid_run_then_resume_gives_every_episode_exactly_once(tmp_path: 
         }
         other = engine.api.create_container(BASE_IMAGE, ["true"], labels=dead)
         try:
-            done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=180)
+            done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
             assert done.returncode == 0, done.stderr
             now = {c["Id"] for c in engine.api.containers(all=True)}
             assert not left & now  # the killed run's leftovers are gone
