@@ -15,9 +15,17 @@ from typing import IO, Any
 from pydantic import GetCoreSchemaHandler
 from pydantic_core import core_schema
 
-__all__ = ["Archive"]
+from agentenv.sandbox.labels import owner, owner_alive
+
+__all__ = ["Archive", "collect_leftovers"]
 
 _PREFIX = "agentenv-archive-"
+
+
+def _prefix() -> str:
+    # the owner's pid and start time in the name: a killed runner's files can be told apart
+    _, pid, start = owner().split(":")[-3:]
+    return f"{_PREFIX}{pid}-{start}-"
 
 
 class Archive(os.PathLike[str]):
@@ -39,7 +47,7 @@ class Archive(os.PathLike[str]):
     @classmethod
     def new(cls) -> Archive:
         """An empty temporary file to write a tar into."""
-        fd, name = tempfile.mkstemp(prefix=_PREFIX, suffix=".tar")
+        fd, name = tempfile.mkstemp(prefix=_prefix(), suffix=".tar")
         os.close(fd)
         return cls(name, temporary=True)
 
@@ -70,6 +78,13 @@ class Archive(os.PathLike[str]):
     def __fspath__(self) -> str:
         return str(self.path)
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # A temporary file is removed with the object that made it: a copy in another
+        # process (Ray, multiprocessing) carries the contents instead of the path.
+        if self.temporary:
+            return (Archive.from_bytes, (self.read_bytes(),))
+        return (Archive, (str(self.path),))
+
     def __repr__(self) -> str:
         return f"Archive({str(self.path)!r}{', temporary=True' if self.temporary else ''})"
 
@@ -93,3 +108,18 @@ class Archive(os.PathLike[str]):
 def _remove(path: str) -> None:
     with contextlib.suppress(FileNotFoundError):
         os.unlink(path)
+
+
+def collect_leftovers(*, dry_run: bool = False) -> list[Path]:
+    """Remove the temporary archives that runners killed on this host left behind (a
+    normal exit removes its own); returns them."""
+    found = []
+    for path in Path(tempfile.gettempdir()).glob(f"{_PREFIX}*-*-*.tar"):
+        pid, _, rest = path.name[len(_PREFIX) :].partition("-")
+        start = rest.partition("-")[0]
+        if not pid.isdigit() or owner_alive(f"{owner().rsplit(':', 2)[0]}:{pid}:{start}"):
+            continue
+        found.append(path)
+        if not dry_run:
+            _remove(str(path))
+    return found

@@ -22,6 +22,7 @@ from rich.table import Table
 
 from agentenv import log
 from agentenv.agent.loop import Trajectory
+from agentenv.archive import collect_leftovers
 from agentenv.model.client import StreamCut
 from agentenv.model.router import NoRoute
 from agentenv.runner.summary import Row
@@ -208,20 +209,27 @@ def gc(
     ] = False,
     as_json: JsonFlag = False,
 ) -> None:
-    """Remove sandboxes and snapshots whose owner is gone or whose TTL passed.
+    """Remove sandboxes and snapshots whose owner is gone or whose TTL passed, and the
+    temporary workspace archives of runners killed on this host.
 
     Never touches anything without agentenv's labels."""
     try:
         rows = gc_mod.collect(connect(), everything=everything, dry_run=dry_run)
     except SandboxError as e:
         raise _fail(str(e)) from e
+    files = collect_leftovers(dry_run=dry_run)
     verb = "would remove" if dry_run else "removed"
     if as_json:
         _print_json(rows)
     elif rows:
         _print_rows(rows, f"{verb} {len(rows)}")
-    else:
+    elif not files:
         out.print(f"{verb} nothing")
+    if files and not as_json:
+        out.print(
+            f"{verb} {len(files)} leftover workspace archive(s) in {files[0].parent}",
+            markup=False,
+        )
 
 
 @app.command()

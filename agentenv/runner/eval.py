@@ -24,6 +24,7 @@ import anyio
 import structlog
 from pydantic import BaseModel
 
+from agentenv import archive
 from agentenv.agent.loop import Spend, Trajectory
 from agentenv.archive import Archive
 from agentenv.runner.budget import Budget
@@ -202,7 +203,12 @@ def collect_leftovers(out: Path) -> int:
     """Remove the containers, volumes and images that killed runs of the job in ``out``
     left behind (their runner process is gone); never those of a live run, or of another
     job. Returns how many went. Blocking. Without an engine here (a Ray driver, say) there
-    is nothing of ours to collect: that is logged, not raised."""
+    is nothing of ours to collect: that is logged, not raised. The temporary workspace
+    archives of killed runners on this host go too (whatever their job: their runner is
+    dead)."""
+    archives = archive.collect_leftovers()
+    if archives:
+        log.info("eval.collected_archives", n=len(archives))
     try:
         removed = gc.collect(connect(), job=job_id(out))
     except SandboxError as e:

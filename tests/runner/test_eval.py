@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 import tarfile
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -245,6 +246,8 @@ def test_sigkill_mid_run_then_resume_gives_every_episode_exactly_once(tmp_path: 
         assert re.search(r"^eval [1-9]\d*/12 done \(\d+%\) · \d+ passed", log, re.M), log
         left = {c["Id"] for c in engine.api.containers(all=True, filters=mine)}
         assert left  # a SIGKILL cleans nothing up
+        archives = list(Path(tempfile.gettempdir()).glob(f"agentenv-archive-{proc.pid}-*"))
+        assert archives  # the episodes' workspaces, on the host
         before = load_results(job)
         assert 3 <= len(before) < 12
         # as if the kill had cut a line being written
@@ -266,6 +269,7 @@ def test_sigkill_mid_run_then_resume_gives_every_episode_exactly_once(tmp_path: 
             assert done.returncode == 0, done.stderr
             now = {c["Id"] for c in engine.api.containers(all=True)}
             assert not left & now  # the killed run's leftovers are gone
+            assert not [a for a in archives if a.exists()]
             assert {live["Id"], other["Id"]} <= now  # a live runner's, another job's: kept
         finally:
             for c in (live, other):

@@ -7,14 +7,18 @@ import contextlib
 import io
 import json
 import os
+import pickle
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
 
 import docker.errors
 import pytest
 
+from agentenv.archive import Archive, collect_leftovers
 from agentenv.sandbox import DockerSandbox, SandboxSpec, connect, gc
 from agentenv.sandbox.images import BASE_IMAGE
 from agentenv.sandbox.labels import JOB, RUN, job_scope, labels_for, stale_reason
@@ -153,3 +157,22 @@ def test_a_job_collects_only_its_own_dead_runs_leftovers() -> None:
         for cid in made.values():
             with contextlib.suppress(docker.errors.NotFound):
                 engine.api.remove_container(cid, force=True)
+
+
+def test_gc_removes_the_archives_of_killed_runners_only() -> None:
+    mine = Archive.from_bytes(b"in use")
+    # a runner that made an archive and was SIGKILLed before it could remove it
+    child = subprocess.run(
+        [sys.executable, "-c", "import os; from agentenv.archive import Archive\n"
+         "a = Archive.from_bytes(b'left'); print(a.path, flush=True); os._exit(0)"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    left = Path(child.stdout.strip())
+    assert left.exists() and left.parent == Path(tempfile.gettempdir())
+    assert left in collect_leftovers(dry_run=True) and left.exists()
+    gone = collect_leftovers()
+    assert left in gone and not left.exists()
+    assert mine.path.exists() and mine.path not in gone  # this process is alive
+    # a copy sent to another process carries the contents, not a path that may vanish
+    copy = pickle.loads(pickle.dumps(mine))
+    assert copy.path != mine.path and copy.read_bytes() == b"in use"
