@@ -37,7 +37,7 @@ from agentenv.archive import Archive
 from agentenv.model.client import EventCallback
 from agentenv.model.types import ChatModel
 from agentenv.sandbox import DockerSandbox, SandboxError, SandboxSpec, remove_snapshot
-from agentenv.sandbox.errors import EngineUnavailable, SandboxUnavailable
+from agentenv.sandbox.errors import ArchiveTooLarge, EngineUnavailable, SandboxUnavailable
 from agentenv.sandbox.images import dockerfile_image
 from agentenv.sandbox.protocol import Snapshot
 from agentenv.tasks import Task
@@ -77,6 +77,7 @@ class Final(BaseModel):
 
     workspace: Archive
     image: str | None = None
+    rejected: str | None = None  # why the final workdir could not be taken: scored 0
 
 
 # -- workspace archives ---------------------------------------------------------------------
@@ -289,9 +290,13 @@ async def finish(box: DockerSandbox, prepared: Prepared) -> Final:
     cannot change it meanwhile). The sandbox is left paused; the caller closes it."""
     task = prepared.task
     await box.pause()
-    archive, dropped = safe_workspace(
-        await _download(box, task.workdir), task.workdir, prepared.agent_user
-    )
+    try:
+        raw = await _download(box, task.workdir, max_bytes=final_limit(task))
+    except ArchiveTooLarge as e:
+        # nothing of it is taken: an empty workspace would pass a check that files are gone
+        log.info("episode.final_too_large", task=task.id, error=str(e))
+        return Final(workspace=workspace_tar(None, prepared.agent_user), rejected=str(e))
+    archive, dropped = safe_workspace(raw, task.workdir, prepared.agent_user)
     if dropped:
         log.info("episode.dropped", task=task.id, entries=dropped[:20], n=len(dropped))
     image = None
@@ -300,9 +305,16 @@ async def finish(box: DockerSandbox, prepared: Prepared) -> Final:
     return Final(workspace=archive, image=image)
 
 
-async def _download(box: DockerSandbox, path: str) -> Archive:
+def final_limit(task: Task) -> int:
+    """The largest tar of the agent's final workdir that is taken: twice what the workdir
+    may hold, plus room for many small files' headers. A bounded workdir can still hold a
+    sparse file far larger than its bound, whose tar would fill the host's disk."""
+    return 2 * task.disk + (64 << 20)
+
+
+async def _download(box: DockerSandbox, path: str, *, max_bytes: int | None = None) -> Archive:
     raw = Archive.new()
-    await box.download_to(path, raw)
+    await box.download_to(path, raw, max_bytes=max_bytes)
     return raw
 
 
@@ -404,6 +416,9 @@ async def verify_final(
     task = prepared.task
     if task.verifier is None:
         return None
+    if final.rejected is not None:
+        checks = _final_state_failed(f"the final workdir was not taken: {final.rejected}")
+        return Score(reward=0.0, passed=False, checks=checks)
     started = time.monotonic()
     image = final.image or prepared.image
     try:
@@ -434,7 +449,10 @@ async def verify_final(
 
 def _blame(why: str) -> list[CheckResult]:
     detail = "the checks could not run on the agent's final state, though they run on the "
-    detail += f"prepared state: {why}"
+    return _final_state_failed(detail + f"prepared state: {why}")
+
+
+def _final_state_failed(detail: str) -> list[CheckResult]:
     return [CheckResult(name="agent's final state", score=0.0, passed=False, detail=detail[:2000])]
 
 

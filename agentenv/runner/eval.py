@@ -138,7 +138,7 @@ async def run_episode_with_retries(
         try:
             traj, final = await run_task(task, policies.for_task(task), phases=phases)
             kept = None
-            if keep_final and out is not None:
+            if keep_final and out is not None and final.rejected is None:
                 kept = f"finals/{task.id}/{sample}.tar"
                 write_atomic(out / kept, final.workspace)
         except Exception as e:  # classified by the outcome table, not handled ad hoc

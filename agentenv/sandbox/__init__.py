@@ -4,6 +4,7 @@ the model thinks, and can be snapshotted and forked. Nothing here knows about mo
 from agentenv.sandbox.docker import DockerSandbox, fork, remove_snapshot, sandbox
 from agentenv.sandbox.engine import Engine, connect, get_engine
 from agentenv.sandbox.errors import (
+    ArchiveTooLarge,
     EngineUnavailable,
     ImageUnavailable,
     SandboxClosed,
@@ -16,6 +17,7 @@ from agentenv.sandbox.protocol import ExecResult, Sandbox, Snapshot
 from agentenv.sandbox.spec import SandboxSpec
 
 __all__ = [
+    "ArchiveTooLarge",
     "DockerSandbox",
     "Engine",
     "EngineUnavailable",

@@ -33,6 +33,7 @@ from agentenv.sandbox.channel import (
 )
 from agentenv.sandbox.engine import Engine, get_engine
 from agentenv.sandbox.errors import (
+    ArchiveTooLarge,
     EngineUnavailable,
     SandboxClosed,
     SandboxError,
@@ -436,20 +437,32 @@ class DockerSandbox:
         await self._fetch(path, buf)
         return buf.getvalue()
 
-    async def download_to(self, path: str, file: os.PathLike[str]) -> None:
+    async def download_to(
+        self, path: str, file: os.PathLike[str], *, max_bytes: int | None = None
+    ) -> None:
         """Write a tar archive of ``path`` (as :meth:`download` gives it) to the host
-        ``file``, in chunks: a workspace of any size costs no more memory than one chunk."""
+        ``file``, in chunks: a workspace of any size costs no more memory than one chunk.
+        Past ``max_bytes`` it stops reading and raises :class:`ArchiveTooLarge`."""
         self._check_usable(paused_ok=True)  # before the file is made
         with open(file, "wb") as out:
-            await self._fetch(path, out)
+            await self._fetch(path, out, max_bytes)
 
-    async def _fetch(self, path: str, out: IO[bytes]) -> None:
+    async def _fetch(self, path: str, out: IO[bytes], max_bytes: int | None = None) -> None:
         self._check_usable(paused_ok=True)
 
         def fetch() -> None:
-            chunks, _ = self._engine.api.get_archive(self.id, path)
-            for chunk in chunks:
-                out.write(chunk)
+            chunks, _ = self._engine.api.get_archive(self.id, path, chunk_size=1 << 20)
+            written = 0
+            try:
+                for chunk in chunks:
+                    written += len(chunk)
+                    if max_bytes is not None and written > max_bytes:
+                        raise ArchiveTooLarge(
+                            f"the archive of {path} is larger than {max_bytes} bytes"
+                        )
+                    out.write(chunk)
+            finally:
+                chunks.close()  # drops the engine's response, read or not
 
         try:
             await self._engine.run(fetch)

@@ -24,3 +24,8 @@ class SandboxClosed(SandboxError):
 
 class SandboxPaused(SandboxError):
     """A command was sent to a paused sandbox; call ``resume()`` first."""
+
+
+class ArchiveTooLarge(SandboxError):
+    """A download's archive grew past the size its caller allowed (a sparse file, say: a
+    bounded workdir can hold one far larger than its bound); nothing more was read."""

@@ -102,9 +102,12 @@ class Sandbox(Protocol):
         """A tar archive of ``path`` (a file or a folder); works while paused."""
         ...
 
-    async def download_to(self, path: str, file: os.PathLike[str]) -> None:
+    async def download_to(
+        self, path: str, file: os.PathLike[str], *, max_bytes: int | None = None
+    ) -> None:
         """Write a tar archive of ``path`` to the host ``file``, in chunks (nothing like its
-        size is held in memory); works while paused."""
+        size is held in memory); works while paused. Raises :class:`ArchiveTooLarge` once
+        the archive passes ``max_bytes``."""
         ...
 
     async def upload_tar(self, data: bytes | os.PathLike[str], dest: str) -> None:

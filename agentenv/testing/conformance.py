@@ -28,7 +28,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from agentenv.sandbox.errors import SandboxClosed
+from agentenv.sandbox.errors import ArchiveTooLarge, SandboxClosed
 from agentenv.sandbox.protocol import Sandbox
 
 pytestmark = pytest.mark.anyio
@@ -345,6 +345,8 @@ async def test_tar_files_on_the_host_go_in_and_come_out(sandbox: Sandbox, tmp_pa
     with tarfile.open(got) as tar:
         member = tar.extractfile(f"{Path(dest).name}/big.bin")
         assert member is not None and member.read() == payload
+    with pytest.raises(ArchiveTooLarge):  # stops reading there: a sparse file can be huge
+        await sandbox.download_to(dest, tmp_path / "cut.tar", max_bytes=1 << 20)
     with pytest.raises(FileNotFoundError):
         await sandbox.download_to("/no/such/path", tmp_path / "none.tar")
     with pytest.raises(FileNotFoundError):

@@ -10,9 +10,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import anyio
+import pytest
+
 SIZE = 200 << 20
 # generous: the lifecycle's own overhead is far below this, one copy of the file is not
 MAX_GROWTH_MB = 120
+
+pytestmark = pytest.mark.anyio
 
 CHILD = r"""
 import json, resource, sys
@@ -80,3 +85,31 @@ def test_a_200mb_file_crosses_the_lifecycle_in_chunks(tmp_path: Path) -> None:
     assert got["final_bytes"] > SIZE  # the file really made the round trip
     growth = got["peak_mb"] - got["before_mb"]
     assert growth < MAX_GROWTH_MB, f"peak memory grew by {growth:.0f} MB: {got}"
+
+
+async def test_a_sparse_file_bomb_in_the_final_workspace_scores_zero(tmp_path: Path) -> None:
+    # A 64 MB workdir can hold a 50 GB sparse file: its tar would be 50 GB on the host (and
+    # memory before archives were streamed). The verifier here passes on an empty workspace,
+    # so an episode that gave up on the workspace instead of failing would be fooled.
+    from agentenv.runner.episode import run_task
+    from agentenv.runner.policy import Policies
+
+    task_dir = tmp_path / "sparse"
+    (task_dir / "workspace").mkdir(parents=True)
+    (task_dir / "workspace" / "secret.txt").write_text("remove me\n")
+    (task_dir / "task.toml").write_text(
+        'disk = "64m"\n[verifier]\nkind = "command"\ncommand = "test ! -e secret.txt"\n'
+    )
+    (task_dir / "instruction.md").write_text("Remove secret.txt.\n")
+    from agentenv.tasks import load_task
+
+    task = load_task(task_dir)
+    policies = Policies("command:truncate -s 50G huge.bin")
+    try:
+        with anyio.fail_after(300):
+            traj, final = await run_task(task, policies.for_task(task))
+    finally:
+        await policies.aclose()
+    assert traj.score is not None and traj.score.reward == 0.0, traj.score
+    assert final.workspace.size < 1 << 20
+    assert "larger than" in " ".join(c.detail for c in traj.score.checks), traj.score.checks
