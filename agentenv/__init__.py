@@ -6,7 +6,6 @@ sandbox), ``stream``, and partial rollouts with ``start`` / ``Rollout.suspend`` 
 """
 
 from agentenv.agent.loop import Limits, Trajectory
-from agentenv.log import configure_default
 from agentenv.runner.rollout import (
     Rollout,
     SuspendedRollout,
@@ -34,7 +33,6 @@ from agentenv.tasks import Task, load_task
 
 __version__ = "0.1.0"
 
-configure_default()
 
 __all__ = [
     "DockerSandbox",

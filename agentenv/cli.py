@@ -755,7 +755,7 @@ def serve_model(
     test environments without a key: point --model at the URL it prints."""
     from pydantic import TypeAdapter
 
-    from agentenv.model.server import DEMO_SCRIPT, K3Server, ScriptedTurn, turns_from_messages
+    from agentenv.testing.k3server import DEMO_SCRIPT, K3Server, ScriptedTurn, turns_from_messages
 
     try:
         if script and replay:

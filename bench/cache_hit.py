@@ -24,9 +24,10 @@ import json
 import anyio
 
 from agentenv.agent.loop import Limits, run_episode
-from agentenv.model import K3Server, OpenAIChatModel, ScriptedToolCall, ScriptedTurn
+from agentenv.model import OpenAIChatModel
 from agentenv.model.endpoints import resolve_endpoint
 from agentenv.sandbox import DockerSandbox, SandboxSpec
+from agentenv.testing import K3Server, ScriptedToolCall, ScriptedTurn
 
 
 def script(turns: int) -> list[ScriptedTurn]:

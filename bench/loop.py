@@ -55,9 +55,9 @@ from common import (
 from agentenv.agent.loop import Limits, Trajectory, run_episode
 from agentenv.agent.policies import ScriptedModel
 from agentenv.model.client import EventCallback, OpenAIChatModel
-from agentenv.model.server import K3Server, ScriptedToolCall, ScriptedTurn
 from agentenv.model.types import Completion, ToolCall
 from agentenv.sandbox import DockerSandbox, Engine, SandboxSpec, get_engine
+from agentenv.testing.k3server import K3Server, ScriptedToolCall, ScriptedTurn
 
 WARMUP = 5
 WARMUP_TURNS = 20

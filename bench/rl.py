@@ -74,13 +74,13 @@ from agentenv.agent import policies
 from agentenv.agent.loop import Trajectory
 from agentenv.model.client import OpenAIChatModel
 from agentenv.model.limit import AdaptiveLimit
-from agentenv.model.server import K3Server, ScriptedToolCall, ScriptedTurn
 from agentenv.model.types import ChatModel
 from agentenv.runner.episode import prepare, release, start_sandbox
 from agentenv.runner.rollout import GroupTimings, rollout, rollout_group
 from agentenv.sandbox import DockerSandbox, get_engine
 from agentenv.sandbox import labels as agentenv_labels
 from agentenv.tasks import Task, load_task
+from agentenv.testing.k3server import K3Server, ScriptedToolCall, ScriptedTurn
 
 TTFT_S = 1.0
 LIMIT_INITIAL, LIMIT_MAX = 128, 256

@@ -23,8 +23,9 @@ from typing import Any
 import anyio
 
 from agentenv import Task, load_task, resume, rollout_group, start
-from agentenv.model import K3Server, OpenAIChatModel, ScriptedToolCall, ScriptedTurn
+from agentenv.model import OpenAIChatModel
 from agentenv.sandbox import cgroup
+from agentenv.testing import K3Server, ScriptedToolCall, ScriptedTurn
 
 
 class FakePolicy:

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from agentenv.agent.loop import Trajectory
-from agentenv.model import K3Server, ScriptedToolCall, ScriptedTurn
+from agentenv.testing import K3Server, ScriptedToolCall, ScriptedTurn
 
 
 def agentenv(*args: str, **env: str) -> subprocess.CompletedProcess[str]:

@@ -1,9 +1,8 @@
-"""Models: an OpenAI-compatible streaming client with K3's extensions, and a K3-compatible
-local server to test against. Nothing here knows about Docker."""
+"""Models: an OpenAI-compatible streaming client with K3's extensions. Nothing here knows
+about Docker; the K3-compatible local server to test against is in :mod:`agentenv.testing`."""
 
 from agentenv.model.client import ContextOverflow, OpenAIChatModel, StreamCut
 from agentenv.model.endpoints import PRESETS, Capabilities, Endpoint, resolve_endpoint
-from agentenv.model.server import Fault, K3Server, ScriptedToolCall, ScriptedTurn
 from agentenv.model.types import Completion, Price, ToolCall, Usage
 
 __all__ = [
@@ -12,12 +11,8 @@ __all__ = [
     "Completion",
     "ContextOverflow",
     "Endpoint",
-    "Fault",
-    "K3Server",
     "OpenAIChatModel",
     "Price",
-    "ScriptedToolCall",
-    "ScriptedTurn",
     "StreamCut",
     "ToolCall",
     "Usage",

@@ -16,7 +16,6 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import openai
-import structlog
 from openai import AsyncOpenAI
 from tenacity import (
     AsyncRetrying,
@@ -25,12 +24,13 @@ from tenacity import (
     stop_after_attempt,
 )
 
+from agentenv.log import get_logger
 from agentenv.model.endpoints import Endpoint
 from agentenv.model.limit import AdaptiveLimit
 from agentenv.model.types import K3_PRICE, Completion, Price, StreamEvent, ToolCall, Usage
 
 EventCallback = Callable[[StreamEvent], Awaitable[None] | None]
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 # Transient: rate limits, server errors, timeouts, dropped or cut connections. Never 400s
 # (the request is wrong) or 401/403 (the account is): retrying cannot help those.
@@ -78,7 +78,7 @@ def retry_after_s(error: BaseException) -> float | None:
 
 class OpenAIChatModel:
     """A chat model at an OpenAI-compatible endpoint (Moonshot's API, vLLM, SGLang, or the
-    local :class:`~agentenv.model.server.K3Server`).
+    local :class:`~agentenv.testing.k3server.K3Server`).
 
     Share one instance between the episodes of a job: its :class:`AdaptiveLimit` bounds the
     requests in flight to the endpoint. ``token_ids`` asks for token ids and logprobs with

@@ -14,14 +14,14 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import structlog
 from pydantic import BaseModel
 
+from agentenv.log import get_logger
 from agentenv.model.client import RETRYABLE, EventCallback, OpenAIChatModel, StreamCut
 from agentenv.model.endpoints import Endpoint
 from agentenv.model.types import ChatModel, Completion, Route
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 # What "down" means: the client already retried these and gave up.
 DOWN: tuple[type[BaseException], ...] = (*RETRYABLE, StreamCut)

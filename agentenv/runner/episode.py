@@ -29,11 +29,11 @@ from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 
 import anyio
-import structlog
 from pydantic import BaseModel, ConfigDict
 
 from agentenv.agent.loop import ToolResultCallback, Trajectory, run_episode
 from agentenv.archive import Archive
+from agentenv.log import get_logger
 from agentenv.model.client import EventCallback
 from agentenv.model.types import ChatModel
 from agentenv.sandbox import DockerSandbox, SandboxError, SandboxSpec, remove_snapshot
@@ -43,7 +43,7 @@ from agentenv.sandbox.protocol import Snapshot
 from agentenv.tasks import Task
 from agentenv.verify import CHECKER_CAPS, ROOT, CheckResult, Score, Workspace, verify
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 KEEP_FINAL_S = 14 * 86400.0  # how long a kept final state survives `agentenv gc`
 SETUP_TIMEOUT_S = 3600.0

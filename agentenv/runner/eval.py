@@ -21,12 +21,12 @@ from pathlib import Path
 from typing import Literal
 
 import anyio
-import structlog
 from pydantic import BaseModel
 
 from agentenv import archive
 from agentenv.agent.loop import Spend, Trajectory
 from agentenv.archive import Archive
+from agentenv.log import get_logger
 from agentenv.runner.budget import Budget
 from agentenv.runner.episode import Final, regrade_final, run_task
 from agentenv.runner.outcomes import POLICY, Outcome, classify
@@ -47,7 +47,7 @@ from agentenv.sandbox.labels import job_scope, run_id
 from agentenv.tasks import Task, load_tasks, task_digest
 from agentenv.verify import Score
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 EpisodeRunner = Callable[[Task, int], Awaitable[tuple[EpisodeResult, Trajectory | None]]]
 
 

@@ -10,11 +10,12 @@ import shutil
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
-import structlog
 from pydantic import BaseModel, ValidationError
 
+from agentenv.log import get_logger
+
 CONFIG = "config.json"
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 M = TypeVar("M", bound=BaseModel)
 
 

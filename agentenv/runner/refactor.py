@@ -25,10 +25,10 @@ from pathlib import Path
 from typing import Literal
 
 import anyio
-import structlog
 from pydantic import BaseModel, Field
 
 from agentenv.agent.loop import Limits, Spend, Trajectory, run_episode
+from agentenv.log import get_logger
 from agentenv.runner.budget import Budget
 from agentenv.runner.episode import (
     Prepared,
@@ -63,7 +63,7 @@ from agentenv.sandbox.images import BASE_IMAGE
 from agentenv.tasks import Task
 from agentenv.verify import CommandCheck, Score
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 REPORT = "report.jsonl"
 PATCH_FILE = "/tmp/agentenv-change.patch"  # in the sandbox, outside the repo
 # caches that running code leaves behind; never part of a patch

@@ -17,7 +17,6 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 import anyio
-import structlog
 from pydantic import BaseModel
 
 from agentenv.agent.loop import (
@@ -28,6 +27,7 @@ from agentenv.agent.loop import (
     new_trajectory,
     take_turn,
 )
+from agentenv.log import get_logger
 from agentenv.model.types import ChatModel
 from agentenv.runner.episode import (
     CheckerAhead,
@@ -43,7 +43,7 @@ from agentenv.runner.outcomes import classify
 from agentenv.sandbox import DockerSandbox, SandboxPool, SandboxSpec
 from agentenv.tasks import Task
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 Policy = ChatModel | Callable[[Task], ChatModel]
 

@@ -24,8 +24,8 @@ from typing import IO, Any, Literal
 import anyio
 import docker.errors
 import docker.types
-import structlog
 
+from agentenv.log import get_logger
 from agentenv.sandbox import cgroup, docker_exec
 from agentenv.sandbox.channel import (
     ExecutorChannel,
@@ -46,7 +46,7 @@ from agentenv.sandbox.protocol import DEFAULT_MAX_OUTPUT, ExecResult, OutputCall
 from agentenv.sandbox.spec import SandboxSpec
 from agentenv.sandbox.stream import StreamClosed
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 # How long past a command's own timeout we wait for the executor before suspecting it.
 _EXEC_GRACE_S = 15.0

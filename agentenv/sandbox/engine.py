@@ -18,11 +18,11 @@ import anyio
 import docker
 import docker.errors
 import requests.exceptions
-import structlog
 
+from agentenv.log import get_logger
 from agentenv.sandbox.errors import EngineUnavailable
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 T = TypeVar("T")
 
 MIN_API_VERSION = "1.41"  # Docker 20.10, what Debian bookworm ships

@@ -19,12 +19,12 @@ from pathlib import Path
 from typing import Any
 
 import docker.errors
-import structlog
 
+from agentenv.log import get_logger
 from agentenv.sandbox.engine import Engine
 from agentenv.sandbox.errors import ImageUnavailable, SandboxError
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 BASE_IMAGE = "agentenv/base:bookworm"
 BASE_SUITE = "bookworm"

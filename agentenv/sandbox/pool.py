@@ -7,14 +7,14 @@ from types import TracebackType
 
 import anyio
 import anyio.abc
-import structlog
 
+from agentenv.log import get_logger
 from agentenv.sandbox.docker import DockerSandbox
 from agentenv.sandbox.engine import Engine, get_engine
 from agentenv.sandbox.errors import SandboxError
 from agentenv.sandbox.spec import SandboxSpec
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 _GIVE_UP_AFTER = 3  # consecutive creation failures of one filler
 
 

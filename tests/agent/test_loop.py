@@ -12,8 +12,9 @@ import openai
 import pytest
 
 from agentenv.agent.loop import Limits, Trajectory, run_episode
-from agentenv.model import Fault, K3Server, OpenAIChatModel, ScriptedToolCall, ScriptedTurn
+from agentenv.model import OpenAIChatModel
 from agentenv.sandbox import DockerSandbox, connect
+from agentenv.testing import Fault, K3Server, ScriptedToolCall, ScriptedTurn
 
 pytestmark = pytest.mark.anyio
 

@@ -9,14 +9,9 @@ from collections.abc import AsyncIterator, Iterator
 import openai
 import pytest
 
-from agentenv.model import (
-    ContextOverflow,
-    K3Server,
-    OpenAIChatModel,
-    ScriptedToolCall,
-    ScriptedTurn,
-)
+from agentenv.model import ContextOverflow, OpenAIChatModel
 from agentenv.model.types import K3_PRICE, StreamEvent, Usage
+from agentenv.testing import K3Server, ScriptedToolCall, ScriptedTurn
 from tests.helpers import HISTORY_WITHOUT_REASONING
 
 pytestmark = pytest.mark.anyio

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from agentenv.model import K3Server, OpenAIChatModel, ScriptedTurn, resolve_endpoint
+from agentenv.model import OpenAIChatModel, resolve_endpoint
 from agentenv.model.types import K3_PRICE, Price
+from agentenv.testing import K3Server, ScriptedTurn
 
 pytestmark = pytest.mark.anyio
 

@@ -8,7 +8,8 @@ import time
 import openai
 import pytest
 
-from agentenv.model import ContextOverflow, Fault, K3Server, OpenAIChatModel, ScriptedTurn
+from agentenv.model import ContextOverflow, OpenAIChatModel
+from agentenv.testing import Fault, K3Server, ScriptedTurn
 from tests.helpers import HISTORY_WITHOUT_REASONING
 
 pytestmark = pytest.mark.anyio

@@ -10,8 +10,9 @@ from typing import Any
 import anyio
 import pytest
 
-from agentenv.model import Fault, K3Server, OpenAIChatModel, ScriptedTurn
+from agentenv.model import OpenAIChatModel
 from agentenv.model.limit import AdaptiveLimit
+from agentenv.testing import Fault, K3Server, ScriptedTurn
 
 pytestmark = pytest.mark.anyio
 

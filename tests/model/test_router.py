@@ -8,9 +8,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from agentenv.model import K3Server, OpenAIChatModel, ScriptedTurn
+from agentenv.model import OpenAIChatModel
 from agentenv.model.endpoints import K3_CAPABILITIES, Endpoint
 from agentenv.model.router import NoRoute, Router, Rule
+from agentenv.testing import K3Server, ScriptedTurn
 
 pytestmark = pytest.mark.anyio
 

@@ -9,9 +9,10 @@ import json
 import openai
 import pytest
 
-from agentenv.model import Fault, K3Server, OpenAIChatModel, ScriptedToolCall, ScriptedTurn
+from agentenv.model import OpenAIChatModel
 from agentenv.model.endpoints import PRESETS, resolve_endpoint
-from agentenv.model.server import count_tokens, turns_from_messages
+from agentenv.testing import Fault, K3Server, ScriptedToolCall, ScriptedTurn
+from agentenv.testing.k3server import count_tokens, turns_from_messages
 
 pytestmark = pytest.mark.anyio
 

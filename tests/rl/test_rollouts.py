@@ -16,7 +16,7 @@ import pytest
 
 from agentenv.agent import policies
 from agentenv.agent.export import NoTokens
-from agentenv.model import K3Server, OpenAIChatModel, ScriptedToolCall, ScriptedTurn
+from agentenv.model import OpenAIChatModel
 from agentenv.runner.rollout import (
     GroupTimings,
     SuspendedRollout,
@@ -27,6 +27,7 @@ from agentenv.runner.rollout import (
 )
 from agentenv.sandbox import connect
 from agentenv.tasks import Task, load_task
+from agentenv.testing import K3Server, ScriptedToolCall, ScriptedTurn
 
 pytestmark = pytest.mark.anyio
 

@@ -9,9 +9,10 @@ from typing import Any
 import anyio
 import pytest
 
-from agentenv.model import K3Server, OpenAIChatModel, ScriptedTurn
+from agentenv.model import OpenAIChatModel
 from agentenv.model.limit import AdaptiveLimit
 from agentenv.runner.rollout import rollout
+from agentenv.testing import K3Server, ScriptedTurn
 from tests.rl.test_rollouts import make_task, two_turns
 
 pytestmark = pytest.mark.anyio

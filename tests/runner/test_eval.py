@@ -20,7 +20,6 @@ from typing import Any
 
 import pytest
 
-from agentenv.model import K3Server, ScriptedToolCall, ScriptedTurn
 from agentenv.runner.eval import job_id, regrade, run_eval
 from agentenv.runner.results import ConfigMismatch, EpisodeResult, load_results
 from agentenv.runner.summary import pass_at_k, summarize
@@ -28,6 +27,7 @@ from agentenv.sandbox import connect
 from agentenv.sandbox.images import BASE_IMAGE
 from agentenv.sandbox.labels import JOB, OWNER, RUN, job_scope, labels_for, run_id
 from agentenv.tasks import load_task, load_tasks
+from agentenv.testing import K3Server, ScriptedToolCall, ScriptedTurn
 
 pytestmark = pytest.mark.anyio
 

@@ -12,8 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from agentenv.model import K3Server
 from agentenv.runner.results import load_results
+from agentenv.testing import K3Server
 from tests.runner.test_eval import make_task, solving_script
 
 ENV = {**os.environ, "COLUMNS": "200"}

@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
-from agentenv.model import K3Server, ScriptedToolCall, ScriptedTurn
 from agentenv.runner.journal import read_lines
 from agentenv.runner.refactor import RepoResult, apply_patches, load_report, run_refactor
 from agentenv.runner.repos import RepoError, git, load_repo_list, patch_applies
+from agentenv.testing import K3Server, ScriptedToolCall, ScriptedTurn
 
 pytestmark = pytest.mark.anyio
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,0 +1,87 @@
+"""``import agentenv`` is safe inside someone else's program (a trainer): it configures no
+logging, loads no test server, and its public names are pinned."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import agentenv
+import agentenv.model
+import agentenv.runner
+import agentenv.sandbox
+import agentenv.testing
+from agentenv.tasks import Task
+
+PUBLIC = {
+    agentenv: [
+        "DockerSandbox", "ExecResult", "Limits", "Rollout", "Sandbox", "SandboxError",
+        "SandboxPool", "SandboxSpec", "SandboxUnavailable", "Snapshot", "SuspendedRollout",
+        "Task", "Trajectory", "__version__", "fork", "load_task", "resume", "rollout",
+        "rollout_group", "rollout_group_sync", "rollout_sync", "sandbox", "start", "stream",
+    ],
+    agentenv.model: [
+        "PRESETS", "Capabilities", "Completion", "ContextOverflow", "Endpoint",
+        "OpenAIChatModel", "Price", "StreamCut", "ToolCall", "Usage", "resolve_endpoint",
+    ],
+    agentenv.runner: [
+        "Archive", "Final", "Policies", "Prepared", "finish", "prepare", "release", "run_task",
+        "start_sandbox", "verify_final",
+    ],
+    agentenv.testing: ["Fault", "K3Server", "ScriptedToolCall", "ScriptedTurn"],
+}  # fmt: skip
+
+
+def test_public_names_are_pinned_and_importable() -> None:
+    for module, names in PUBLIC.items():
+        assert sorted(module.__all__) == sorted(names), module.__name__
+        for name in names:
+            assert getattr(module, name) is not None, f"{module.__name__}.{name}"
+
+
+PROBE = r"""
+import io, json, logging, sys
+before = (list(logging.getLogger().handlers), logging.getLogger().level)
+err = io.StringIO()
+sys.stderr = err
+import structlog
+import agentenv
+from agentenv.sandbox.pool import log as pool_log
+pool_log.warning("pool.discard", id="x")  # silent: the application configured nothing
+sys.stderr = sys.__stderr__
+print(json.dumps({
+    "root_untouched": (list(logging.getLogger().handlers), logging.getLogger().level) == before,
+    "structlog_configured": structlog.is_configured(),
+    "stderr": err.getvalue(),
+    "loaded": sorted(m for m in ("http.server", "agentenv.testing", "pytest") if m in sys.modules),
+}))
+"""
+
+
+def test_import_configures_nothing_and_loads_no_test_server() -> None:
+    done = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, check=True)
+    got = json.loads(done.stdout)
+    assert got == {
+        "root_untouched": True,
+        "structlog_configured": False,
+        "stderr": "",
+        "loaded": [],
+    }, got
+
+
+def test_the_application_sees_agentenv_logs_through_its_own_logging() -> None:
+    code = (
+        "import logging, sys\n"
+        "logging.basicConfig(stream=sys.stdout, format='%(name)s %(message)s')\n"
+        "from agentenv.sandbox.pool import log; log.warning('pool.discard', id='x')"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "agentenv.sandbox.pool pool.discard", done
+
+
+def test_a_task_can_be_built_in_memory() -> None:
+    task = Task(id="in-memory", instruction="Write hello to out.txt.")
+    assert task.folder is None and task.workspace is None
+    again = Task.model_validate_json(task.model_dump_json())
+    assert again.id == "in-memory" and again.instruction == task.instruction
