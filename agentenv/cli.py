@@ -13,8 +13,6 @@ from pathlib import Path
 from typing import Annotated
 
 import anyio
-import docker.errors
-import openai
 import typer
 from rich.console import Console
 from rich.markup import escape
@@ -23,12 +21,11 @@ from rich.table import Table
 from agentenv import log
 from agentenv.agent.loop import Trajectory
 from agentenv.archive import collect_leftovers
-from agentenv.model.client import StreamCut
-from agentenv.model.router import NoRoute
+from agentenv.errors import ModelError, NoRoute
 from agentenv.runner.summary import Row
 from agentenv.sandbox import SandboxError, SandboxSpec, connect
 from agentenv.sandbox import gc as gc_mod
-from agentenv.sandbox.images import BASE_IMAGE, PACKAGES_LABEL, build_base, packages_digest
+from agentenv.sandbox.images import BASE_IMAGE, base_image_state, build_base
 
 app = typer.Typer(
     no_args_is_help=True,
@@ -110,12 +107,7 @@ def doctor(
             f"engine: Docker {version.get('Version')} (API {engine.api_version}), "
             f"{version.get('Os')}/{version.get('Arch')}, kernel {version.get('KernelVersion')}"
         )
-    try:
-        labels = (engine.api.inspect_image(BASE_IMAGE).get("Config") or {}).get("Labels") or {}
-        base_ok = labels.get(PACKAGES_LABEL) == packages_digest()
-        state = "present" if base_ok else "present but outdated (package list changed)"
-    except docker.errors.ImageNotFound:
-        base_ok, state = False, "missing"
+    base_ok, state = base_image_state(engine)
     if not base_ok and fix:
         if shutil.which("debootstrap") is None:
             subprocess.run(["bash", str(ENGINE_SCRIPT), "debootstrap"], check=False)
@@ -255,9 +247,10 @@ def run(
 ) -> None:
     """Run one episode and show it live: reasoning (dimmed), tool calls and their results,
     then turns, tokens, cache hits and dollars."""
+    from agentenv.errors import TaskError
     from agentenv.render import EpisodeRenderer, summary_line
     from agentenv.runner import Policies, run_task
-    from agentenv.tasks import Task, TaskError, load_task, task_warnings
+    from agentenv.tasks import Task, load_task, task_warnings
 
     try:
         if task is not None:
@@ -293,7 +286,7 @@ def run(
 
     try:
         traj = anyio.run(episode)
-    except (SandboxError, NoRoute, openai.APIError, StreamCut) as e:
+    except (SandboxError, ModelError) as e:
         raise _fail(f"{type(e).__name__}: {e}") from e
     if save is not None:
         save.parent.mkdir(parents=True, exist_ok=True)
@@ -370,12 +363,13 @@ def eval_(
     resumes, after removing what a killed run of the job left running."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from agentenv.errors import ConfigMismatch, JobStopped, TaskError
     from agentenv.render import ProgressLines, phase_line, summary_table
     from agentenv.runner import Policies
-    from agentenv.runner.eval import JobStopped, job_config, regrade, run_eval
     from agentenv.runner.eval import Progress as JobProgress
-    from agentenv.runner.results import ConfigMismatch, check_config, load_results
-    from agentenv.tasks import TaskError, load_tasks, task_warnings
+    from agentenv.runner.eval import job_config, regrade, run_eval
+    from agentenv.runner.results import check_config, load_results
+    from agentenv.tasks import load_tasks, task_warnings
 
     if regrade_dir is not None:
         try:
@@ -600,9 +594,9 @@ def refactor(
     branch per repo. Re-running on the same --out resumes (and takes on repos added to the
     list)."""
     from agentenv.agent.loop import Limits
+    from agentenv.errors import ConfigMismatch
     from agentenv.runner import Policies
     from agentenv.runner.budget import Budget
-    from agentenv.runner.journal import ConfigMismatch
     from agentenv.runner.refactor import (
         RepoResult,
         apply_patches,

@@ -30,13 +30,10 @@ from pydantic import (
 )
 
 from agentenv.agent.loop import Limits
+from agentenv.errors import TaskError
 from agentenv.sandbox.images import BASE_IMAGE
 from agentenv.sandbox.spec import parse_size
 from agentenv.verify import AGENT_USER, Check
-
-
-class TaskError(ValueError):
-    """A task folder that cannot be used; the message names the file and the field."""
 
 
 class Task(BaseModel):

@@ -54,12 +54,15 @@ print(json.dumps({
     "root_untouched": (list(logging.getLogger().handlers), logging.getLogger().level) == before,
     "structlog_configured": structlog.is_configured(),
     "stderr": err.getvalue(),
-    "loaded": sorted(m for m in ("http.server", "agentenv.testing", "pytest") if m in sys.modules),
+    "loaded": sorted(
+        m for m in ("http.server", "agentenv.testing", "pytest", "openai") if m in sys.modules
+    ),
 }))
 """
 
 
-def test_import_configures_nothing_and_loads_no_test_server() -> None:
+def test_import_configures_nothing_and_loads_no_test_server_nor_sdk() -> None:
+    # openai takes about a second to import: it loads when a client is made
     done = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, check=True)
     got = json.loads(done.stdout)
     assert got == {

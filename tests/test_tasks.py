@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from agentenv.tasks import TaskError, load_task, load_tasks, task_digest
+from agentenv.errors import TaskError
+from agentenv.tasks import load_task, load_tasks, task_digest
 
 
 def make(root: Path, name: str = "t", toml: str = "", instruction: str = "Do it.\n") -> Path:

@@ -18,7 +18,8 @@ from pydantic import BaseModel, ConfigDict
 from agentenv.agent import export
 from agentenv.agent.export import TokenSequence
 from agentenv.agent.tools import ToolResult, run_tool, tool_schemas
-from agentenv.model.client import ContextOverflow, EventCallback
+from agentenv.errors import ContextOverflow
+from agentenv.model.client import EventCallback
 from agentenv.model.types import ChatModel, Completion
 from agentenv.sandbox.protocol import Sandbox
 from agentenv.verify import Score

@@ -1,7 +1,8 @@
 """Models: an OpenAI-compatible streaming client with K3's extensions. Nothing here knows
 about Docker; the K3-compatible local server to test against is in :mod:`agentenv.testing`."""
 
-from agentenv.model.client import ContextOverflow, OpenAIChatModel, StreamCut
+from agentenv.errors import ContextOverflow, StreamCut
+from agentenv.model.client import OpenAIChatModel
 from agentenv.model.endpoints import PRESETS, Capabilities, Endpoint, resolve_endpoint
 from agentenv.model.types import Completion, Price, ToolCall, Usage
 

@@ -15,8 +15,6 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import openai
-from openai import AsyncOpenAI
 from tenacity import (
     AsyncRetrying,
     RetryCallState,
@@ -24,6 +22,15 @@ from tenacity import (
     stop_after_attempt,
 )
 
+from agentenv.errors import (
+    AuthError,
+    BadRequest,
+    ContextOverflow,
+    EndpointUnavailable,
+    ModelError,
+    RateLimited,
+    StreamCut,
+)
 from agentenv.log import get_logger
 from agentenv.model.endpoints import Endpoint
 from agentenv.model.limit import AdaptiveLimit
@@ -32,24 +39,36 @@ from agentenv.model.types import K3_PRICE, Completion, Price, StreamEvent, ToolC
 EventCallback = Callable[[StreamEvent], Awaitable[None] | None]
 log = get_logger(__name__)
 
-# Transient: rate limits, server errors, timeouts, dropped or cut connections. Never 400s
-# (the request is wrong) or 401/403 (the account is): retrying cannot help those.
-RETRYABLE: tuple[type[BaseException], ...] = (
-    openai.RateLimitError,
-    openai.InternalServerError,
-    openai.APITimeoutError,
-    openai.APIConnectionError,
-)
 _OVERFLOW = ("exceeded model token limit", "input token length too long", "maximum context length")
 
 
-class StreamCut(Exception):
-    """The stream ended without a finish reason: the connection dropped mid-answer."""
+def model_error(error: BaseException) -> ModelError | None:
+    """Our kind of an error raised by the ``openai`` SDK or its HTTP layer (``None`` for
+    anything else). Transient ones (rate limits, server errors, timeouts, dropped
+    connections) are :class:`EndpointUnavailable`, retried; never a 400 (the request is
+    wrong) or a 401/403 (the account is): retrying cannot help those."""
+    import openai
+
+    text, status = str(error), getattr(error, "status_code", None)
+    if isinstance(error, openai.RateLimitError):
+        return RateLimited(text, status_code=status, retry_after_s=retry_after_s(error))
+    if isinstance(error, openai.AuthenticationError | openai.PermissionDeniedError):
+        return AuthError(text, status_code=status)
+    if isinstance(error, openai.InternalServerError):
+        return EndpointUnavailable(text, status_code=status, retry_after_s=retry_after_s(error))
+    if isinstance(error, openai.APIStatusError):  # 400, 404, 409, 422: the request is wrong
+        if any(marker in text.lower() for marker in _OVERFLOW):
+            return ContextOverflow(text, status_code=status)
+        return BadRequest(text, status_code=status)
+    if isinstance(error, openai.APIError) or _from_http_layer(error):  # timeouts, connections
+        return EndpointUnavailable(f"{type(error).__name__}: {text}", status_code=status)
+    return None
 
 
-class ContextOverflow(Exception):
-    """The conversation no longer fits the model's context window: the episode ends with
-    stop reason ``context_length``; retrying cannot help."""
+def _from_http_layer(error: BaseException) -> bool:
+    # A connection dropped mid-stream can come out of the SDK's HTTP layer unwrapped; which
+    # library that is varies by SDK version (httpx, httpx2), so it is told by its module.
+    return type(error).__module__.split(".")[0].startswith(("httpx", "httpcore"))
 
 
 def retry_after_s(error: BaseException) -> float | None:
@@ -110,6 +129,8 @@ class OpenAIChatModel:
         self.max_attempts = max_attempts
         self._backoff_initial_s = backoff_initial_s
         self._backoff_max_s = backoff_max_s
+        from openai import AsyncOpenAI  # here, not at import: the SDK takes a second to load
+
         self._client = AsyncOpenAI(
             base_url=base_url, api_key=api_key, max_retries=0, timeout=timeout_s
         )
@@ -152,10 +173,12 @@ class OpenAIChatModel:
     ) -> Completion:
         """Stream one assistant turn and return it assembled, with usage, cost and the number
         of retries it took. Transient failures are retried with capped, jittered exponential
-        backoff (at least what ``Retry-After`` asks); a context overflow raises
-        :class:`ContextOverflow`; other errors (400, 401, 403) are raised at once."""
+        backoff (at least what ``Retry-After`` asks), then raised as
+        :class:`EndpointUnavailable` (or :class:`RateLimited`, :class:`StreamCut`); a context
+        overflow raises :class:`ContextOverflow`, other refusals :class:`BadRequest` or
+        :class:`AuthError` at once. Only :class:`ModelError` kinds come out, never the SDK's."""
         attempts = AsyncRetrying(
-            retry=retry_if_exception_type((*RETRYABLE, StreamCut)),
+            retry=retry_if_exception_type(EndpointUnavailable),  # rate limits, cut streams too
             stop=stop_after_attempt(self.max_attempts),
             wait=self._wait,
             before_sleep=_log_retry,
@@ -170,13 +193,13 @@ class OpenAIChatModel:
                     t0 = time.monotonic()
                     try:
                         done = await self._complete_once(messages, tools, on_event)
-                    except openai.RateLimitError:
-                        self.limit.rate_limited(generation)
-                        raise
-                    except openai.BadRequestError as e:
-                        if any(marker in str(e).lower() for marker in _OVERFLOW):
-                            raise ContextOverflow(str(e)) from e
-                        raise
+                    except Exception as e:
+                        mapped = model_error(e)
+                        if mapped is None:
+                            raise
+                        if isinstance(mapped, RateLimited):
+                            self.limit.rate_limited(generation)
+                        raise mapped from e
                     finally:
                         working += time.monotonic() - t0
                 self.limit.succeeded()
@@ -190,7 +213,7 @@ class OpenAIChatModel:
         backoff = min(self._backoff_max_s, self._backoff_initial_s * 2.0**exponent)
         backoff += random.uniform(0, self._backoff_initial_s)
         error = state.outcome.exception() if state.outcome else None
-        hint = retry_after_s(error) if error is not None else None
+        hint = getattr(error, "retry_after_s", None)
         return max(backoff, hint) if hint is not None else backoff
 
     async def _complete_once(

@@ -16,15 +16,16 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from agentenv.errors import AllEndpointsDown, EndpointUnavailable, NoRoute
 from agentenv.log import get_logger
-from agentenv.model.client import RETRYABLE, EventCallback, OpenAIChatModel, StreamCut
+from agentenv.model.client import EventCallback, OpenAIChatModel
 from agentenv.model.endpoints import Endpoint
 from agentenv.model.types import ChatModel, Completion, Route
 
 log = get_logger(__name__)
 
 # What "down" means: the client already retried these and gave up.
-DOWN: tuple[type[BaseException], ...] = (*RETRYABLE, StreamCut)
+DOWN = EndpointUnavailable  # rate limits and cut streams included
 
 
 class Rule(BaseModel):
@@ -43,14 +44,6 @@ class Rule(BaseModel):
 
 
 DEFAULT_RULES = (Rule(tag="sensitive", self_hosted_only=True),)
-
-
-class NoRoute(Exception):
-    """No endpoint may serve this task: the rules exclude them all."""
-
-
-class AllEndpointsDown(NoRoute):
-    """Every endpoint this task may use is down; the episode fails, the job goes on."""
 
 
 class Router:

@@ -26,6 +26,7 @@ from pydantic import BaseModel
 from agentenv import archive
 from agentenv.agent.loop import Spend, Trajectory
 from agentenv.archive import Archive
+from agentenv.errors import JobStopped
 from agentenv.log import get_logger
 from agentenv.runner.budget import Budget
 from agentenv.runner.episode import Final, regrade_final, run_task
@@ -63,10 +64,6 @@ class Progress(BaseModel):
     cost_usd: float = 0.0
     collected: int = 0  # containers and images of this job's killed runs removed at start
     budget_spent: bool = False  # no new episode starts: the job's --max-cost is reached
-
-
-class JobStopped(Exception):
-    """The job stopped early: an outcome whose policy is to stop everything (a refused key)."""
 
 
 def split_phases(phases: dict[str, float], traj: Trajectory | None, wall_s: float) -> None:

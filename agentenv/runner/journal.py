@@ -12,15 +12,12 @@ from typing import Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from agentenv.errors import ConfigMismatch
 from agentenv.log import get_logger
 
 CONFIG = "config.json"
 log = get_logger(__name__)
 M = TypeVar("M", bound=BaseModel)
-
-
-class ConfigMismatch(Exception):
-    """The job folder holds results of a different job."""
 
 
 class JobSettings(BaseModel):

@@ -11,17 +11,16 @@ from __future__ import annotations
 
 from typing import Literal, NamedTuple
 
-import openai
-
-from agentenv.model.client import ContextOverflow, StreamCut
-from agentenv.model.router import AllEndpointsDown, NoRoute
-from agentenv.sandbox.errors import (
-    EngineUnavailable,
+from agentenv.errors import (
+    AuthError,
+    BadRequest,
+    ContextOverflow,
+    EndpointUnavailable,
     ImageUnavailable,
+    NoRoute,
     SandboxError,
-    SandboxUnavailable,
+    TaskError,
 )
-from agentenv.tasks import TaskError
 
 Outcome = Literal[
     "graded",  # the agent ran and the verifier scored it (whatever the reward)
@@ -56,23 +55,15 @@ POLICY: dict[Outcome, Policy] = {
 
 
 def classify(error: BaseException) -> Outcome:
-    """The outcome of an episode that raised ``error``."""
-    if isinstance(error, openai.AuthenticationError | openai.PermissionDeniedError):
+    """The outcome of an episode that raised ``error`` (see :mod:`agentenv.errors`)."""
+    if isinstance(error, AuthError):
         return "auth"
-    if isinstance(error, openai.BadRequestError) and not isinstance(error, ContextOverflow):
+    if isinstance(error, BadRequest) and not isinstance(error, ContextOverflow):
         return "bad_request"
-    if isinstance(
-        error,
-        AllEndpointsDown
-        | StreamCut
-        | openai.APIConnectionError
-        | openai.APITimeoutError
-        | openai.InternalServerError
-        | openai.RateLimitError,
-    ):
+    if isinstance(error, EndpointUnavailable):  # incl. rate limits, cut streams, all down
         return "endpoint_down"
     if isinstance(error, TaskError | ImageUnavailable | NoRoute):
         return "task_error"
-    if isinstance(error, SandboxUnavailable | EngineUnavailable | SandboxError):
+    if isinstance(error, SandboxError):
         return "sandbox_lost"
     return "crash"

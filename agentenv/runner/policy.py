@@ -10,11 +10,12 @@ shared by every episode, and so are their concurrency limits and routing state.
 from __future__ import annotations
 
 from agentenv.agent import policies
+from agentenv.errors import TaskError
 from agentenv.model.client import OpenAIChatModel
 from agentenv.model.endpoints import Endpoint, resolve_endpoint
 from agentenv.model.router import Router
 from agentenv.model.types import ChatModel
-from agentenv.tasks import Task, TaskError
+from agentenv.tasks import Task
 
 BUILT_IN = ("oracle", "null")
 

@@ -9,8 +9,8 @@ from typing import ClassVar
 from pydantic import Field
 
 from agentenv.agent.loop import Spend
+from agentenv.errors import ConfigMismatch
 from agentenv.runner.journal import (
-    ConfigMismatch,
     JobSettings,
     append_line,
     check_config,

@@ -142,6 +142,18 @@ def _first_line(e: BaseException) -> str:
     return str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
 
 
+def base_image_state(engine: Engine) -> tuple[bool, str]:
+    """Whether the offline base image is present and built from today's package list, and
+    that in words ("present", "missing", "present but outdated …")."""
+    try:
+        found = engine.api.inspect_image(BASE_IMAGE)
+    except docker.errors.ImageNotFound:
+        return False, "missing"
+    if _labels(found).get(PACKAGES_LABEL) == packages_digest():
+        return True, "present"
+    return False, "present but outdated (package list changed)"
+
+
 def apt_mirror(suite: str = BASE_SUITE, root: Path = Path("/")) -> str:
     """The Debian mirror this machine's apt uses for ``suite``'s main archive (not the
     security archive), read from sources.list and deb822 ``*.sources`` files."""

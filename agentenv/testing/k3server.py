@@ -42,10 +42,11 @@ class ScriptedToolCall(BaseModel):
 
 class Fault(BaseModel):
     """A failure to inject into one request: an HTTP error (429 with ``retry_after_s``,
-    500, 503), a ``stall`` (no answer for ``stall_s``), a ``cut`` stream (the connection
-    drops after a few chunks), or ``malformed`` tool-call arguments (cut in half)."""
+    500, 503; 401 and 403 as a refused key or account), a ``stall`` (no answer for
+    ``stall_s``), a ``cut`` stream (the connection drops after a few chunks), or
+    ``malformed`` tool-call arguments (cut in half)."""
 
-    kind: Literal["429", "500", "503", "stall", "cut", "malformed"]
+    kind: Literal["401", "403", "429", "500", "503", "stall", "cut", "malformed"]
     retry_after_s: float = 0.05
     stall_s: float = 30.0
 
@@ -354,6 +355,11 @@ class K3Server:
                     ).encode()
                     self.send_response(429)
                     self.send_header("Retry-After", f"{fault.retry_after_s:g}")
+                elif fault.kind in ("401", "403"):
+                    data = json.dumps(
+                        _error("Invalid Authentication", "invalid_authentication_error")
+                    ).encode()
+                    self.send_response(int(fault.kind))
                 else:
                     data = json.dumps(
                         _error("engine is currently overloaded", "server_error")

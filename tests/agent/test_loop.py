@@ -8,10 +8,10 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
-import openai
 import pytest
 
 from agentenv.agent.loop import Limits, Trajectory, run_episode
+from agentenv.errors import EndpointUnavailable
 from agentenv.model import OpenAIChatModel
 from agentenv.sandbox import DockerSandbox, connect
 from agentenv.testing import Fault, K3Server, ScriptedToolCall, ScriptedTurn
@@ -191,7 +191,7 @@ async def test_an_endpoint_that_stays_down_fails_the_episode_not_the_loop(
             base_url=server.base_url, api_key="k", max_attempts=3, backoff_initial_s=0.01
         )
         try:
-            with pytest.raises(openai.InternalServerError):
+            with pytest.raises(EndpointUnavailable):
                 await run_episode(model, box, "x")
         finally:
             await model.aclose()

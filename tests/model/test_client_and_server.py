@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Iterator
 import openai
 import pytest
 
+from agentenv.errors import BadRequest
 from agentenv.model import ContextOverflow, OpenAIChatModel
 from agentenv.model.types import K3_PRICE, StreamEvent, Usage
 from agentenv.testing import K3Server, ScriptedToolCall, ScriptedTurn
@@ -114,7 +115,7 @@ async def test_usage_cached_tokens_and_cost(model: OpenAIChatModel) -> None:
 
 
 async def test_missing_reasoning_content_is_the_documented_400(model: OpenAIChatModel) -> None:
-    with pytest.raises(openai.BadRequestError, match=r"reasoning_content is missing .* index 1"):
+    with pytest.raises(BadRequest, match=r"reasoning_content is missing .* index 1"):
         await model.complete(HISTORY_WITHOUT_REASONING, TOOLS)
 
 

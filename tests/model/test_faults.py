@@ -5,10 +5,18 @@ from __future__ import annotations
 
 import time
 
-import openai
 import pytest
 
+from agentenv.errors import (
+    AuthError,
+    BadRequest,
+    EndpointUnavailable,
+    ModelError,
+    RateLimited,
+    StreamCut,
+)
 from agentenv.model import ContextOverflow, OpenAIChatModel
+from agentenv.runner.outcomes import classify
 from agentenv.testing import Fault, K3Server, ScriptedTurn
 from tests.helpers import HISTORY_WITHOUT_REASONING
 
@@ -60,7 +68,7 @@ async def test_stall_past_the_timeout_is_retried() -> None:
 async def test_retries_are_bounded() -> None:
     with (
         K3Server(ANSWER, faults=[Fault(kind="500")] * 5) as server,
-        pytest.raises(openai.InternalServerError),
+        pytest.raises(EndpointUnavailable),
     ):
         await _complete(server, max_attempts=3)
     assert len(server.requests) == 3
@@ -70,7 +78,7 @@ async def test_bad_request_is_not_retried() -> None:
     with K3Server(ANSWER) as server:
         chat = OpenAIChatModel(base_url=server.base_url, api_key="k", backoff_initial_s=0.01)
         try:
-            with pytest.raises(openai.BadRequestError):
+            with pytest.raises(BadRequest):
                 await chat.complete(HISTORY_WITHOUT_REASONING)
         finally:
             await chat.aclose()
@@ -86,3 +94,27 @@ async def test_context_overflow_is_its_own_error_and_not_retried() -> None:
         finally:
             await chat.aclose()
     assert len(server.requests) == 1
+
+
+@pytest.mark.parametrize(
+    ("faults", "kind", "outcome", "requests"),
+    [
+        (["401"], AuthError, "auth", 1),
+        (["403"], AuthError, "auth", 1),
+        (["500"] * 3, EndpointUnavailable, "endpoint_down", 3),
+        (["429"] * 3, RateLimited, "endpoint_down", 3),
+        (["cut"] * 3, StreamCut, "endpoint_down", 3),
+    ],
+)
+async def test_every_failure_comes_out_as_our_kind_with_the_sdks_as_cause(
+    faults: list[str], kind: type[ModelError], outcome: str, requests: int
+) -> None:
+    # Nothing above the client needs openai's exceptions: the kind decides the outcome.
+    injected = [Fault(kind=f) for f in faults]  # type: ignore[arg-type]
+    with K3Server(ANSWER, faults=injected) as server, pytest.raises(kind) as caught:
+        await _complete(server, max_attempts=3)
+    assert len(server.requests) == requests  # refusals are not retried
+    assert classify(caught.value) == outcome
+    if kind is not StreamCut:  # a cut stream is ours from the start
+        assert type(caught.value.__cause__).__module__.startswith("openai")
+        assert caught.value.status_code == int(faults[0])

@@ -8,9 +8,10 @@ from collections.abc import Iterator
 
 import pytest
 
+from agentenv.errors import AllEndpointsDown, NoRoute
 from agentenv.model import OpenAIChatModel
 from agentenv.model.endpoints import K3_CAPABILITIES, Endpoint
-from agentenv.model.router import NoRoute, Router, Rule
+from agentenv.model.router import Router, Rule
 from agentenv.testing import K3Server, ScriptedTurn
 
 pytestmark = pytest.mark.anyio
@@ -122,7 +123,9 @@ async def test_fallback_when_an_endpoint_is_down_and_only_within_the_rules(
         make_model=quick_client,
     )
     try:
-        with pytest.raises(NoRoute, match="every endpoint allowed for task 'secret' is down"):
+        with pytest.raises(
+            AllEndpointsDown, match="every endpoint allowed for task 'secret' is down"
+        ):
             await strict.for_task(["sensitive"], task_id="secret").complete(HELLO)
     finally:
         await strict.aclose()

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import json
 
-import openai
 import pytest
 
+from agentenv.errors import BadRequest
 from agentenv.model import OpenAIChatModel
 from agentenv.model.endpoints import PRESETS, resolve_endpoint
 from agentenv.testing import Fault, K3Server, ScriptedToolCall, ScriptedTurn
@@ -62,7 +62,7 @@ async def test_token_ids_and_logprobs_only_from_self_hosted() -> None:
         # ... and a client that did would get that 400, not retried.
         eager = OpenAIChatModel(base_url=server.base_url, api_key="k", token_ids=True)
         try:
-            with pytest.raises(openai.BadRequestError, match="return_token_ids"):
+            with pytest.raises(BadRequest, match="return_token_ids"):
                 await eager.complete(HELLO)
         finally:
             await eager.aclose()

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from agentenv.runner.journal import ConfigMismatch
+from agentenv.errors import ConfigMismatch
 from agentenv.runner.refactor import apply_patches, load_report, run_refactor
 from agentenv.runner.repos import RepoEntry, git, load_repo_list
 from tests.runner.test_refactor_verdicts import ADD, TEST_ADD, make_repo
