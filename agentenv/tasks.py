@@ -30,6 +30,7 @@ from pydantic import (
 )
 
 from agentenv.agent.loop import Limits
+from agentenv.agent.tools import DEFAULT_TOOLS, Tool, tools_named
 from agentenv.errors import TaskError
 from agentenv.sandbox.images import BASE_IMAGE
 from agentenv.sandbox.spec import parse_size
@@ -48,6 +49,7 @@ class Task(BaseModel):
     dockerfile: str | None = None  # relative to the task folder; built when the image is absent
     workdir: str = "/workspace"
     limits: Limits = Limits()
+    tools: list[str] | None = None  # the built-in tools the agent gets; default: all of them
     setup: str | None = None  # a command run once before the agent (forked groups share it)
     verifier: Check | None = None
     user: str = Field(AGENT_USER, pattern=r"^(root|\d+(:\d+)?)$")  # uid:gid, or "root"
@@ -58,6 +60,18 @@ class Task(BaseModel):
     verify_in: Literal["prepared", "final"] = "prepared"
     instruction: str = ""
     folder: Path | None = None
+
+    @field_validator("tools")
+    @classmethod
+    def _known_tools(cls, value: list[str] | None) -> list[str] | None:
+        if value is not None:
+            tools_named(value)  # raises naming an unknown or repeated one
+        return value
+
+    @property
+    def agent_tools(self) -> tuple[Tool, ...]:
+        """What the agent is shown and may run: the task's ``tools``, else the defaults."""
+        return DEFAULT_TOOLS if self.tools is None else tools_named(self.tools)
 
     @field_validator("disk", mode="before")
     @classmethod
@@ -188,7 +202,10 @@ def task_warnings(task: Task) -> list[str]:
 
 def task_digest(task: Task) -> str:
     """A digest of everything in the task's folder: a job refuses to resume when it changed."""
-    h = hashlib.sha256(task.model_dump_json(exclude={"folder"}).encode())
+    # fields added since jobs were first written are left out at their default, so that
+    # a job started before them still resumes
+    unset = {"tools"} if task.tools is None else set()
+    h = hashlib.sha256(task.model_dump_json(exclude={"folder", *unset}).encode())
     if task.folder is not None:
         for path in sorted(task.folder.rglob("*")):
             if path.is_file():

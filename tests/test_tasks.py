@@ -49,6 +49,8 @@ def test_a_task_folder_loads_with_defaults(tmp_path: Path) -> None:
         ("dockerfile = 'Dockerfile'", "dockerfile"),
         ("id = 'bad id!'", "id"),
         ("instruction = 'x'", "instruction: not a task.toml field"),
+        ("tools = ['bash', 'rm']", "tools: Value error, unknown tool 'rm'"),
+        ("tools = ['bash', 'bash']", "tool 'bash' is named twice"),
     ],
 )
 def test_bad_task_files_name_the_file_and_the_field(
@@ -89,3 +91,18 @@ def test_bundled_tasks_load() -> None:
         assert task.verifier is not None, task.id
         assert task.solution is not None, task.id
         assert task.description and task.tags, task.id
+
+
+def test_a_task_chooses_its_tools_and_scripted_policies_say_what_they_lack(
+    tmp_path: Path,
+) -> None:
+    from agentenv.runner.policy import Policies
+
+    folder = make(tmp_path, toml="tools = ['read_file', 'submit']")
+    task = load_task(folder)
+    assert [tool.name for tool in task.agent_tools] == ["read_file", "submit"]
+    assert [tool.name for tool in load_task(make(tmp_path / "all")).agent_tools] == [
+        "bash", "read_file", "write_file", "edit_file", "submit",
+    ]  # fmt: skip
+    with pytest.raises(TaskError, match="a command policy needs bash too"):
+        Policies("command:true").for_task(task)

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import inspect
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from agentenv.agent import export
 from agentenv.agent.export import TokenSequence
-from agentenv.agent.tools import ToolResult, run_tool, tool_schemas
+from agentenv.agent.tools import DEFAULT_TOOLS, Tool, ToolResult, run_tool, tool_schemas
 from agentenv.errors import ContextOverflow
 from agentenv.model.client import EventCallback
 from agentenv.model.types import ChatModel, Completion
@@ -175,21 +175,22 @@ async def take_turn(
     sandbox: Sandbox,
     traj: Trajectory,
     *,
-    tools: list[dict[str, Any]] | None = None,
+    tools: Sequence[Tool] = DEFAULT_TOOLS,
     pause: bool = True,
     on_event: EventCallback | None = None,
     on_tool_result: ToolResultCallback | None = None,
     policy_version: int | str | None = None,
 ) -> StopReason | None:
     """One turn: (pause) ask the model (resume), run its tool calls in order, append
-    everything to ``traj``. Returns the stop reason when the turn ended the episode
-    (``submitted``, ``no_tool_calls``, ``context_length``), else ``None``."""
-    tools = tools if tools is not None else tool_schemas()
+    everything to ``traj``. The model is shown ``tools`` and only they run. Returns the
+    stop reason when the turn ended the episode (``submitted``, ``no_tool_calls``,
+    ``context_length``), else ``None``."""
+    schemas = tool_schemas(tools)
     t0 = time.monotonic()
     if pause:
         await sandbox.pause()
     try:
-        done = await model.complete(traj.messages, tools, on_event=on_event)
+        done = await model.complete(traj.messages, schemas, on_event=on_event)
     except ContextOverflow:
         return "context_length"
     finally:
@@ -207,7 +208,7 @@ async def take_turn(
     t1 = time.monotonic()
     results = []
     for call in done.tool_calls:  # in order; one tool message per call
-        result = await run_tool(sandbox, call)
+        result = await run_tool(sandbox, call, tools)
         results.append(result)
         if on_tool_result is not None:
             maybe = on_tool_result(result)
@@ -241,7 +242,7 @@ async def run_episode(
     system_prompt: str = SYSTEM_PROMPT,
     limits: Limits | None = None,
     pause: bool = True,
-    tools: list[dict[str, Any]] | None = None,
+    tools: Sequence[Tool] = DEFAULT_TOOLS,
     on_event: EventCallback | None = None,
     on_tool_result: ToolResultCallback | None = None,
     policy_version: int | str | None = None,
@@ -249,6 +250,7 @@ async def run_episode(
     """Run one episode in ``sandbox``. With ``pause`` (the default) the sandbox is frozen
     while the model thinks. Failing tool calls go back to the model; a sandbox that dies
     or an endpoint that stays down raises (an infrastructure failure, not a result).
+    ``tools`` are what the model is shown and what runs (a task's own set, say).
     ``on_event`` sees the model's stream, ``on_tool_result`` each tool result."""
     limits = limits or Limits()
     started = time.monotonic()

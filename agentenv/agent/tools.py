@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
@@ -78,7 +80,43 @@ class ToolResult(BaseModel):
     duration_s: float = 0.0
 
 
-Runner = Callable[[Sandbox, Any], Awaitable[ToolResult]]
+class ToolOutput(BaseModel):
+    """What a tool's ``run`` returns when plain text is not enough."""
+
+    text: str
+    error: bool = False  # the call failed: said so to the model, the episode goes on
+    exit_code: int | None = None
+    submitted: bool = False  # the agent says it is done: the episode ends after this turn
+
+
+@dataclass(frozen=True)
+class Tool:
+    """A tool the model may call: its ``name``, the pydantic model of its arguments (whose
+    docstring is the description the model sees, and whose fields are the JSON schema),
+    and ``run(sandbox, args)``, which returns text or a :class:`ToolOutput`. The loop builds
+    both the request's ``tools`` field and the dispatch from one list of these, so what the
+    model is shown and what runs cannot disagree."""
+
+    name: str
+    args: type[BaseModel]
+    run: Callable[[Sandbox, Any], Awaitable[str | ToolOutput]]
+
+    def __post_init__(self) -> None:
+        if not _NAME.fullmatch(self.name):
+            raise ValueError(f"tool name {self.name!r}: 1 to 64 of a-z, A-Z, 0-9, _ and -")
+
+    def schema(self) -> dict[str, Any]:
+        """The tool's entry in a chat request's ``tools`` field."""
+        parameters = self.args.model_json_schema()
+        parameters.pop("title", None)
+        description = parameters.pop("description", "")
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": description, "parameters": parameters},
+        }
+
+
+_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
 def _shown(text: str) -> str:
@@ -94,83 +132,96 @@ def _result(call: ToolCall, output: str, **fields: Any) -> ToolResult:
     return ToolResult(call_id=call.id, name=call.name, text=_shown(output), output=output, **fields)
 
 
-async def _bash(box: Sandbox, args: BashArgs) -> tuple[str, dict[str, Any]]:
+async def _bash(box: Sandbox, args: BashArgs) -> ToolOutput:
     result = await box.exec(args.command, timeout=args.timeout)
     output = result.stdout + (f"\n[stderr]\n{result.stderr}" if result.stderr else "")
     if result.timed_out:
         output += f"\n[timed out after {args.timeout:g} s; the command was killed]"
     output += f"\n[exit code {result.exit_code}]"
-    return output, {"exit_code": result.exit_code, "error": not result.ok}
+    return ToolOutput(text=output, exit_code=result.exit_code, error=not result.ok)
 
 
-async def _read(box: Sandbox, args: ReadFileArgs) -> tuple[str, dict[str, Any]]:
-    return (await box.read_file(args.path)).decode(errors="replace"), {}
+async def _read(box: Sandbox, args: ReadFileArgs) -> str:
+    return (await box.read_file(args.path)).decode(errors="replace")
 
 
-async def _write(box: Sandbox, args: WriteFileArgs) -> tuple[str, dict[str, Any]]:
+async def _write(box: Sandbox, args: WriteFileArgs) -> str:
     await box.write_file(args.path, args.content.encode())
-    return f"wrote {len(args.content.encode())} bytes to {args.path}", {}
+    return f"wrote {len(args.content.encode())} bytes to {args.path}"
 
 
-async def _edit(box: Sandbox, args: EditFileArgs) -> tuple[str, dict[str, Any]]:
+async def _edit(box: Sandbox, args: EditFileArgs) -> str | ToolOutput:
     text = (await box.read_file(args.path)).decode()
     count = text.count(args.old_string)
     if count != 1:
         where = "not found" if count == 0 else f"found {count} times; include more context"
-        return f"edit_file: old_string {where} in {args.path}; nothing changed", {"error": True}
+        return ToolOutput(
+            text=f"edit_file: old_string {where} in {args.path}; nothing changed", error=True
+        )
     await box.write_file(args.path, text.replace(args.old_string, args.new_string).encode())
-    return f"edited {args.path}", {}
+    return f"edited {args.path}"
 
 
-async def _submit(box: Sandbox, args: SubmitArgs) -> tuple[str, dict[str, Any]]:
-    return "submitted", {"submitted": True}
+async def _submit(box: Sandbox, args: SubmitArgs) -> ToolOutput:
+    return ToolOutput(text="submitted", submitted=True)
 
 
-TOOLS: dict[
-    str, tuple[type[BaseModel], Callable[[Sandbox, Any], Awaitable[tuple[str, dict[str, Any]]]]]
-] = {
-    "bash": (BashArgs, _bash),
-    "read_file": (ReadFileArgs, _read),
-    "write_file": (WriteFileArgs, _write),
-    "edit_file": (EditFileArgs, _edit),
-    "submit": (SubmitArgs, _submit),
-}
+BASH = Tool("bash", BashArgs, _bash)
+READ_FILE = Tool("read_file", ReadFileArgs, _read)
+WRITE_FILE = Tool("write_file", WriteFileArgs, _write)
+EDIT_FILE = Tool("edit_file", EditFileArgs, _edit)
+SUBMIT = Tool("submit", SubmitArgs, _submit)
+DEFAULT_TOOLS: tuple[Tool, ...] = (BASH, READ_FILE, WRITE_FILE, EDIT_FILE, SUBMIT)
+"""The tools an episode gets unless it is given others (a task's ``tools = [...]``)."""
+BUILTIN: dict[str, Tool] = {tool.name: tool for tool in DEFAULT_TOOLS}
+
+
+def tools_named(names: Sequence[str]) -> tuple[Tool, ...]:
+    """The built-in tools of these names, in this order; raises ``ValueError`` naming an
+    unknown or repeated one."""
+    seen: set[str] = set()
+    for name in names:
+        if name not in BUILTIN:
+            raise ValueError(f"unknown tool {name!r}; the tools are: {', '.join(BUILTIN)}")
+        if name in seen:
+            raise ValueError(f"tool {name!r} is named twice")
+        seen.add(name)
+    return tuple(BUILTIN[name] for name in names)
 
 
 @functools.cache
-def tool_schemas(names: tuple[str, ...] = tuple(TOOLS)) -> list[dict[str, Any]]:
-    """The ``tools`` field of a chat request, from the argument models. Built once per set of
-    names (it costs ~2 ms, and the loop asks every turn); treat the result as read-only."""
-    schemas = []
-    for name in names:
-        model, _ = TOOLS[name]
-        parameters = model.model_json_schema()
-        parameters.pop("title", None)
-        description = parameters.pop("description", "")
-        schemas.append(
-            {
-                "type": "function",
-                "function": {"name": name, "description": description, "parameters": parameters},
-            }
-        )
-    return schemas
+def _schemas(tools: tuple[Tool, ...]) -> list[dict[str, Any]]:
+    names = [tool.name for tool in tools]
+    if len(set(names)) != len(names):
+        raise ValueError(f"two tools share a name: {names}")
+    return [tool.schema() for tool in tools]
 
 
-async def run_tool(box: Sandbox, call: ToolCall) -> ToolResult:
-    """Run one tool call. Problems become error results for the model; only a sandbox that
-    is gone (:class:`SandboxUnavailable`) is raised, since the episode cannot go on."""
+def tool_schemas(tools: Sequence[Tool] = DEFAULT_TOOLS) -> list[dict[str, Any]]:
+    """The ``tools`` field of a chat request for ``tools``. Built once per tool list (it
+    costs ~2 ms, and the loop asks every turn); treat the result as read-only."""
+    return _schemas(tuple(tools))
+
+
+async def run_tool(
+    box: Sandbox, call: ToolCall, tools: Sequence[Tool] = DEFAULT_TOOLS
+) -> ToolResult:
+    """Run one tool call with the tool of its name among ``tools``. Problems become error
+    results for the model (a tool not among them, bad JSON, invalid arguments, a tool that
+    raises); only a sandbox that is gone (:class:`SandboxUnavailable`, closed, paused) is
+    raised, since the episode cannot go on."""
     started = time.monotonic()
-    result = await _run_tool(box, call)
+    result = await _run_tool(box, call, {tool.name: tool for tool in tools})
     result.duration_s = time.monotonic() - started
     return result
 
 
-async def _run_tool(box: Sandbox, call: ToolCall) -> ToolResult:
-    if call.name not in TOOLS:
+async def _run_tool(box: Sandbox, call: ToolCall, tools: dict[str, Tool]) -> ToolResult:
+    tool = tools.get(call.name)
+    if tool is None:
         return _result(
-            call, f"unknown tool {call.name!r}; the tools are: {', '.join(TOOLS)}", error=True
+            call, f"unknown tool {call.name!r}; the tools are: {', '.join(tools)}", error=True
         )
-    model, fn = TOOLS[call.name]
     try:
         raw = json.loads(call.arguments or "{}")
     except (ValueError, RecursionError) as e:  # not JSON, or nested past the parser's depth
@@ -180,14 +231,14 @@ async def _run_tool(box: Sandbox, call: ToolCall) -> ToolResult:
             error=True,
         )
     try:
-        args = model.model_validate(raw)
+        args = tool.args.model_validate(raw)
     except ValidationError as e:
         problems = "; ".join(
             f"{'.'.join(map(str, err['loc'])) or 'arguments'}: {err['msg']}" for err in e.errors()
         )
         return _result(call, f"invalid arguments for {call.name}: {problems}", error=True)
     try:
-        output, fields = await fn(box, args)
+        output = await tool.run(box, args)
     except (SandboxUnavailable, SandboxClosed, SandboxPaused):
         raise
     except SandboxError as e:
@@ -195,4 +246,6 @@ async def _run_tool(box: Sandbox, call: ToolCall) -> ToolResult:
         return _result(call, f"{call.name} failed: {e}", error=True)
     except (OSError, UnicodeDecodeError) as e:
         return _result(call, f"{call.name} failed: {e}", error=True)
-    return _result(call, output, **fields)
+    if isinstance(output, str):
+        return _result(call, output)
+    return _result(call, output.text, **output.model_dump(exclude={"text"}))

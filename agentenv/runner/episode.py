@@ -486,6 +486,7 @@ async def run_task(
                         task.instruction,
                         task_id=task.id,
                         limits=task.limits,
+                        tools=task.agent_tools,
                         pause=pause,
                         on_event=on_event,
                         on_tool_result=on_tool_result,

@@ -51,8 +51,10 @@ class Policies:
                 raise TaskError(
                     f"task {task.id!r} has no solution.sh (or solution/solve.sh) for the oracle"
                 )
+            _needs(task, "the oracle", ("write_file", "bash", "submit"))
             return policies.oracle(task.solution.read_text(), files=task.solution_files())
         if self.spec.startswith("command:"):
+            _needs(task, "a command policy", ("bash", "submit"))
             return policies.command(
                 self.spec.removeprefix("command:"), timeout_s=self.command_timeout_s
             )
@@ -64,3 +66,15 @@ class Policies:
         """Close the endpoint clients."""
         if self.router is not None:
             await self.router.aclose()
+
+
+def _needs(task: Task, policy: str, tools: tuple[str, ...]) -> None:
+    """A scripted policy calls these tools: refuse a task that does not offer them, rather
+    than let every call come back refused."""
+    offered = {tool.name for tool in task.agent_tools}
+    missing = [name for name in tools if name not in offered]
+    if missing:
+        raise TaskError(
+            f"task {task.id!r} offers the tools {sorted(offered)}; {policy} needs "
+            f"{', '.join(missing)} too"
+        )

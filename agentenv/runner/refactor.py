@@ -392,7 +392,12 @@ async def _fill(
         return
     async with await start_sandbox(prepared) as box:
         traj = await run_episode(
-            policies.for_task(task), box, task.instruction, task_id=task.id, limits=task.limits
+            policies.for_task(task),
+            box,
+            task.instruction,
+            task_id=task.id,
+            limits=task.limits,
+            tools=task.agent_tools,
         )
         result.stop_reason, result.turns = traj.stop_reason, len(traj.turns)
         for name, value in Spend.of(traj).items():

@@ -278,7 +278,11 @@ class Rollout:
             reason = limit_reached(self.trajectory, self.limits, self.elapsed_s)
             if reason is None:
                 reason = await take_turn(
-                    self.model, self.box, self.trajectory, policy_version=self.version
+                    self.model,
+                    self.box,
+                    self.trajectory,
+                    tools=self.task.agent_tools,
+                    policy_version=self.version,
                 )
             if reason is None:
                 reason = limit_reached(self.trajectory, self.limits, self.elapsed_s)

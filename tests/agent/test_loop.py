@@ -9,8 +9,10 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from pydantic import BaseModel
 
 from agentenv.agent.loop import Limits, Trajectory, run_episode
+from agentenv.agent.tools import SUBMIT, Tool, tool_schemas, tools_named
 from agentenv.errors import EndpointUnavailable
 from agentenv.model import OpenAIChatModel
 from agentenv.sandbox import DockerSandbox, connect
@@ -197,3 +199,40 @@ async def test_an_endpoint_that_stays_down_fails_the_episode_not_the_loop(
             await model.aclose()
     assert not box.paused  # resumed even though the model call failed
     assert (await box.exec("true")).ok
+
+
+class CountArgs(BaseModel):
+    """Count the words of a file in the sandbox."""
+
+    path: str
+
+
+async def _count_words(box: Any, args: CountArgs) -> str:
+    return str(len((await box.read_file(args.path)).split()))
+
+
+async def test_the_tools_shown_are_the_tools_that_run(box: DockerSandbox) -> None:
+    # A tool of the caller's own, and a set without bash: the model is shown exactly these,
+    # and a call to bash (which exists, but not in this set) is refused like any unknown one.
+    words = Tool("count_words", CountArgs, _count_words)
+    await box.write_file("/workspace/words.txt", b"one two three\n")
+    script = [
+        ScriptedTurn(
+            reasoning="Count.", tool_calls=[tool("count_words", path="/workspace/words.txt")]
+        ),
+        ScriptedTurn(
+            reasoning="Try bash.", tool_calls=[tool("bash", command="touch /workspace/ran")]
+        ),
+        ScriptedTurn(reasoning="Done.", tool_calls=[tool("submit", summary="counted")]),
+    ]
+    with K3Server(script) as server:
+        traj = await _episode(server, box, tools=(words, *tools_named(["submit"])))
+        shown = [[t["function"]["name"] for t in r["tools"]] for r in server.requests]
+    assert shown == [["count_words", "submit"]] * 3
+    assert shown[0] == [s["function"]["name"] for s in tool_schemas((words, SUBMIT))]
+    counted, refused, _ = (turn.tool_results[0] for turn in traj.turns)
+    assert counted.text == "3" and not counted.error
+    assert refused.error and "unknown tool 'bash'" in refused.text
+    assert "count_words, submit" in refused.text
+    assert traj.stop_reason == "submitted"
+    assert not (await box.exec("test -e /workspace/ran")).ok
