@@ -38,7 +38,6 @@ SYSTEM_PROMPT = (
     "Inspect before you change things, check your work by running it, and call submit "
     "when the task is done."
 )
-EMPTY_CONTENT = "(calling tools)"  # K3 rejects an assistant message with empty content
 
 
 class Limits(BaseModel):
@@ -130,20 +129,6 @@ class Trajectory(Spend):
         return self.cached_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
 
 
-def _assistant_message(done: Completion) -> dict[str, Any]:
-    message: dict[str, Any] = {
-        "role": "assistant",
-        "content": done.content or EMPTY_CONTENT,
-        "reasoning_content": done.reasoning_content,
-    }
-    if done.tool_calls:
-        message["tool_calls"] = [
-            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
-            for c in done.tool_calls
-        ]
-    return message
-
-
 def limit_reached(traj: Trajectory, limits: Limits, elapsed_s: float) -> StopReason | None:
     """The limit ``traj`` has hit after ``elapsed_s`` of episode time, if any."""
     if len(traj.turns) >= limits.max_turns:
@@ -197,7 +182,7 @@ async def take_turn(
         if pause:
             await sandbox.resume()
     model_s = time.monotonic() - t0
-    traj.messages.append(_assistant_message(done))
+    traj.messages.append(done.history_message())  # in the model's own form
     traj.prompt_tokens += done.usage.prompt_tokens
     traj.cached_tokens += done.usage.cached_tokens
     traj.completion_tokens += done.usage.completion_tokens

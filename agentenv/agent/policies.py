@@ -43,6 +43,7 @@ class ScriptedModel:
         else:
             done = Completion(content=f"({self.name}: nothing left to do)", finish_reason="stop")
         done.route = Route(endpoint=self.name, reason=f"{self.name} policy")
+        done.message_form = "k3"  # the history looks as a K3 agent's would
         return done
 
 

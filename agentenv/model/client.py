@@ -240,7 +240,7 @@ class OpenAIChatModel:
         if extra_body:
             kwargs["extra_body"] = extra_body
         stream = await self._client.chat.completions.create(**kwargs)
-        out = Completion(model=self.model)
+        out = Completion(model=self.model, message_form="k3")  # K3's history form
         calls: dict[int, ToolCall] = {}
         usage: Any = None
         token_ids: list[int] = []

@@ -46,6 +46,14 @@ class ToolCall(BaseModel):
     name: str
     arguments: str = ""
 
+    def as_message(self) -> dict[str, Any]:
+        """The call as an assistant message's ``tool_calls`` entry."""
+        return {
+            "id": self.id,
+            "type": "function",
+            "function": {"name": self.name, "arguments": self.arguments},
+        }
+
 
 class Route(BaseModel):
     """Which endpoint answered a turn, and why: the rule that allowed it, and the endpoints
@@ -78,6 +86,25 @@ class Completion(BaseModel):
     token_ids: list[int] | None = None
     prompt_token_ids: list[int] | None = None
     logprobs: list[float] | None = None
+    # How this turn goes back into the history, as its provider wants it: "k3" keeps
+    # reasoning_content and never sends empty content; "openai" is the plain form.
+    message_form: Literal["openai", "k3"] = "openai"
+
+    def history_message(self) -> dict[str, Any]:
+        """The assistant message for the conversation's history, in :attr:`message_form`.
+        K3's replays ``reasoning_content`` exactly (a tool-call turn without it is a 400 with
+        thinking on, and a byte-identical prefix is what the cache serves) and never has
+        empty content."""
+        message: dict[str, Any] = {"role": "assistant", "content": self.content or None}
+        if self.message_form == "k3":
+            message["content"] = self.content or EMPTY_CONTENT
+            message["reasoning_content"] = self.reasoning_content
+        if self.tool_calls:
+            message["tool_calls"] = [call.as_message() for call in self.tool_calls]
+        return message
+
+
+EMPTY_CONTENT = "(calling tools)"  # K3 rejects an assistant message with empty content
 
 
 class StreamEvent(BaseModel):

@@ -236,3 +236,34 @@ async def test_the_tools_shown_are_the_tools_that_run(box: DockerSandbox) -> Non
     assert "count_words, submit" in refused.text
     assert traj.stop_reason == "submitted"
     assert not (await box.exec("test -e /workspace/ran")).ok
+
+
+class PlainProvider:
+    """A provider of someone else's: its completions carry no K3 formatting."""
+
+    async def complete(self, messages: Any, tools: Any = None, *, on_event: Any = None) -> Any:
+        from agentenv.model.types import Completion, ToolCall
+
+        call = ToolCall(id="call_1", name="submit", arguments='{"summary": "done"}')
+        return Completion(content="", tool_calls=[call], finish_reason="tool_calls")
+
+
+async def test_the_history_message_is_the_models_own_form(box: DockerSandbox) -> None:
+    # K3's form (reasoning_content replayed, no empty content) comes from its client; another
+    # provider's model gets the plain OpenAI form without the loop knowing either.
+    traj = await run_episode(PlainProvider(), box, "Finish.")  # type: ignore[arg-type]
+    assert traj.messages[2] == {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": "call_1",
+                "type": "function",
+                "function": {"name": "submit", "arguments": '{"summary": "done"}'},
+            }
+        ],
+    }
+    with K3Server(SOLVE[-1:]) as server:
+        k3 = await _episode(server, box)
+    assert k3.messages[2]["reasoning_content"] == "It works."
+    assert k3.messages[2]["content"] == "(calling tools)"
