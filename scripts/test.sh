@@ -4,4 +4,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-exec .venv/bin/python -m pytest "$@"
+# the engine was just made ready: a test that cannot reach it is a failure, not a skip
+AGENTENV_REQUIRE_DOCKER=1 exec .venv/bin/python -m pytest "$@"

@@ -7,12 +7,16 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 import agentenv
 import agentenv.model
 import agentenv.runner
 import agentenv.sandbox
 import agentenv.testing
 from agentenv.tasks import Task
+
+pytestmark = pytest.mark.no_docker
 
 PUBLIC = {
     agentenv: [

@@ -9,6 +9,8 @@ import pytest
 from agentenv.errors import TaskError
 from agentenv.tasks import load_task, load_tasks, task_digest
 
+pytestmark = pytest.mark.no_docker
+
 
 def make(root: Path, name: str = "t", toml: str = "", instruction: str = "Do it.\n") -> Path:
     folder = root / name

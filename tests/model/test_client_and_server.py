@@ -15,7 +15,7 @@ from agentenv.model.types import K3_PRICE, StreamEvent, Usage
 from agentenv.testing import K3Server, ScriptedToolCall, ScriptedTurn
 from tests.helpers import HISTORY_WITHOUT_REASONING
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.no_docker]
 
 TOOLS = [
     {

@@ -10,7 +10,7 @@ from agentenv.model import OpenAIChatModel, resolve_endpoint
 from agentenv.model.types import K3_PRICE, Price
 from agentenv.testing import K3Server, ScriptedTurn
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.no_docker]
 
 
 def test_kimi_k3_preset() -> None:

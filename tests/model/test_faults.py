@@ -20,7 +20,7 @@ from agentenv.runner.outcomes import classify
 from agentenv.testing import Fault, K3Server, ScriptedTurn
 from tests.helpers import HISTORY_WITHOUT_REASONING
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.no_docker]
 
 ANSWER = [ScriptedTurn(reasoning="thinking", content="the answer")]
 HELLO = [{"role": "user", "content": "hello"}]

@@ -14,7 +14,7 @@ from agentenv.model import OpenAIChatModel
 from agentenv.model.limit import AdaptiveLimit
 from agentenv.testing import Fault, K3Server, ScriptedTurn
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.no_docker]
 
 
 def test_slow_start_then_halving_once_per_burst() -> None:

@@ -14,7 +14,7 @@ from agentenv.model.endpoints import K3_CAPABILITIES, Endpoint
 from agentenv.model.router import Router, Rule
 from agentenv.testing import K3Server, ScriptedTurn
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.no_docker]
 
 HELLO = [{"role": "user", "content": "hello"}]
 ANSWER = [ScriptedTurn(reasoning="r", content="hi")]

@@ -14,7 +14,7 @@ from agentenv.model.endpoints import PRESETS, resolve_endpoint
 from agentenv.testing import Fault, K3Server, ScriptedToolCall, ScriptedTurn
 from agentenv.testing.k3server import count_tokens, turns_from_messages
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.no_docker]
 
 HELLO = [{"role": "user", "content": "hello"}]
 LONG = ScriptedTurn(reasoning="x" * 400, content="y" * 400)  # 200 completion tokens

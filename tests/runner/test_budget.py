@@ -10,7 +10,7 @@ import pytest
 
 from agentenv.runner.budget import Budget
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.no_docker]
 
 
 async def test_items_start_until_the_cap_is_spent() -> None:

@@ -13,6 +13,8 @@ from agentenv.model.types import Completion
 from agentenv.runner.results import EpisodeResult, append_result, load_results
 from agentenv.runner.summary import summarize
 
+pytestmark = pytest.mark.no_docker
+
 
 def test_cut_and_bad_lines(tmp_path: Path) -> None:
     append_result(tmp_path, EpisodeResult(task_id="a", sample=0, outcome="graded"))

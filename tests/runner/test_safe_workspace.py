@@ -6,8 +6,12 @@ from __future__ import annotations
 import io
 import tarfile
 
+import pytest
+
 from agentenv.archive import Archive
 from agentenv.runner.episode import safe_workspace
+
+pytestmark = pytest.mark.no_docker
 
 WD = "/workspace"
 

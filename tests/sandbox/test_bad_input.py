@@ -29,6 +29,7 @@ async def test_unknown_image_names_the_image_and_what_was_tried() -> None:
     assert "Dockerfile" in message
 
 
+@pytest.mark.no_docker
 @pytest.mark.parametrize(
     ("field", "value", "expected"),
     [
@@ -54,6 +55,7 @@ def test_invalid_spec_values_name_the_field(field: str, value: object, expected:
     assert expected in message
 
 
+@pytest.mark.no_docker
 def test_spec_parses_sizes() -> None:
     assert SandboxSpec(memory="512m").memory == 512 << 20
     assert SandboxSpec(memory="1.5GiB").memory == 3 << 29
@@ -61,6 +63,7 @@ def test_spec_parses_sizes() -> None:
     assert SandboxSpec(cap_add=["cap_net_raw"]).cap_add == ("NET_RAW",)
 
 
+@pytest.mark.no_docker
 def test_unreachable_engine_says_how_to_start_it(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DOCKER_HOST", "unix:///tmp/agentenv-no-engine.sock")
     with pytest.raises(EngineUnavailable) as info:
@@ -70,6 +73,7 @@ def test_unreachable_engine_says_how_to_start_it(monkeypatch: pytest.MonkeyPatch
     assert "scripts/setup.sh" in message and "agentenv doctor --fix" in message
 
 
+@pytest.mark.no_docker
 def test_cli_reports_unreachable_engine_without_traceback() -> None:
     env = {**os.environ, "DOCKER_HOST": "unix:///tmp/agentenv-no-engine.sock"}
     done = subprocess.run(

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from agentenv.sandbox.cgroup import cpu_usage_ns
+
+pytestmark = pytest.mark.no_docker
 
 
 def test_reads_cgroup_v1_cgroupfs(tmp_path: Path) -> None:
