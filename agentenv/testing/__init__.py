@@ -3,7 +3,7 @@
 
 - :class:`K3Server`: a K3-compatible endpoint on loopback (scripted turns, streamed
   ``reasoning_content`` then tool calls, faults, token accounting, a prefix cache), spoken
-  to through the real ``openai`` client; ``agentenv serve`` runs one.
+  to through the real ``openai`` client; ``agentenv serve-model`` runs one.
 - ``agentenv.testing.conformance``: the suite any sandbox backend must pass.
 """
 
