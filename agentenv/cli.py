@@ -449,6 +449,18 @@ def eval_(
         )
 
     async def run() -> list[Row]:
+        cluster = None
+        if executor == "ray":
+            from agentenv.runner import ray_executor  # agentenv[ray], checked above
+
+            cluster = ray_executor.runner(
+                model,
+                attempts=attempts,
+                keep_final=keep_final,
+                reasoning_effort=reasoning_effort,
+                address=address,
+                out=folder,
+            )
         return await run_eval(
             tasks,
             model,
@@ -459,8 +471,7 @@ def eval_(
             keep_final=keep_final,
             reasoning_effort=reasoning_effort,
             on_progress=show,
-            executor="ray" if executor == "ray" else "local",
-            ray_address=address,
+            executor=cluster,
             max_cost_usd=max_cost,
         )
 

@@ -29,8 +29,8 @@ from pydantic import (
     model_validator,
 )
 
-from agentenv.agent.loop import Limits
 from agentenv.agent.tools import DEFAULT_TOOLS, Tool, tools_named
+from agentenv.agent.trajectory import Limits
 from agentenv.errors import TaskError
 from agentenv.sandbox.images import BASE_IMAGE
 from agentenv.sandbox.spec import parse_size

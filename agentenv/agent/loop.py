@@ -10,123 +10,26 @@ from __future__ import annotations
 
 import inspect
 import time
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Literal
+from collections.abc import Sequence
 
-from pydantic import BaseModel, ConfigDict
-
-from agentenv.agent import export
-from agentenv.agent.export import TokenSequence
-from agentenv.agent.tools import DEFAULT_TOOLS, Tool, ToolResult, run_tool, tool_schemas
+from agentenv.agent.tools import DEFAULT_TOOLS, Tool, run_tool, tool_schemas
+from agentenv.agent.trajectory import (
+    Limits,
+    StopReason,
+    ToolResultCallback,
+    Trajectory,
+    Turn,
+)
 from agentenv.errors import ContextOverflow
 from agentenv.model.client import EventCallback
-from agentenv.model.types import ChatModel, Completion
+from agentenv.model.types import ChatModel
 from agentenv.sandbox.protocol import Sandbox
-from agentenv.verify import Score
 
-StopReason = Literal[
-    "submitted",
-    "no_tool_calls",
-    "max_turns",
-    "max_output_tokens",
-    "max_cost",
-    "wall_time",
-    "context_length",
-]
 SYSTEM_PROMPT = (
     "You are a careful software engineer working in a Linux sandbox through tools. "
     "Inspect before you change things, check your work by running it, and call submit "
     "when the task is done."
 )
-
-
-class Limits(BaseModel):
-    """When an episode stops even if the agent has not submitted."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    max_turns: int = 50
-    max_output_tokens: int | None = None
-    max_cost_usd: float | None = None
-    wall_time_s: float | None = None
-
-
-class Turn(BaseModel):
-    """One model call and the tool calls it made."""
-
-    completion: Completion
-    tool_results: list[ToolResult] = []
-    model_s: float
-    tools_s: float
-    paused_s: float
-    policy_version: int | str | None = None  # the weights that produced this turn
-
-
-ToolResultCallback = Callable[[ToolResult], Awaitable[None] | None]
-
-
-class Spend(BaseModel):
-    """Tokens and dollars an episode used; every result that reports spend carries these."""
-
-    prompt_tokens: int = 0
-    cached_tokens: int = 0
-    completion_tokens: int = 0
-    cost_usd: float = 0.0
-
-    @classmethod
-    def of(cls, source: Spend) -> dict[str, int | float]:
-        """The spend fields of ``source`` (a trajectory, say), to copy onto a result."""
-        return {name: getattr(source, name) for name in Spend.model_fields}
-
-
-class Trajectory(Spend):
-    """An episode as RL code and reports consume it; round-trips through JSON.
-
-    ``messages`` are exactly as sent; each turn keeps its completion (usage, cost, retries,
-    route, token ids and logprobs when the endpoint returned them) and tool results (full
-    output, exit code, duration). ``queued_s`` is time spent waiting on rate limits and
-    backoff, which ``working_s`` leaves out."""
-
-    task_id: str
-    messages: list[dict[str, Any]]
-    turns: list[Turn] = []
-    stop_reason: StopReason | None = None
-    reasoning_tokens: int = 0
-    retries: int = 0
-    wall_s: float = 0.0
-    paused_s: float = 0.0
-    queued_s: float = 0.0
-    score: Score | None = None  # set by the verifier after the episode
-    error: str | None = None  # the infrastructure failed under the episode (RL: no reward)
-    group_id: str | None = None  # rollouts of one group (forked from one prepared sandbox)
-    advantage: float | None = None  # (r - mean) / (std + eps) within the group
-    advantage_centered: float | None = None  # r - mean within the group
-
-    def to_concat(self) -> TokenSequence:
-        """The episode as one token sequence with a loss mask over sampled tokens only,
-        logprobs and per-token policy versions (see :mod:`agentenv.agent.export`)."""
-        return export.to_concat(self)
-
-    def to_messages(self) -> list[dict[str, Any]]:
-        """The messages as sent, for SFT."""
-        return export.to_messages(self)
-
-    @property
-    def reward(self) -> float | None:
-        """The verifier's reward, if the episode was verified and the verifier worked."""
-        if self.error is not None or self.score is None or self.score.error is not None:
-            return None
-        return self.score.reward
-
-    @property
-    def working_s(self) -> float:
-        """Wall time minus time waiting on rate limits and retry backoff."""
-        return max(0.0, self.wall_s - self.queued_s)
-
-    @property
-    def cache_hit_rate(self) -> float:
-        """Share of prompt tokens served from the provider's prefix cache."""
-        return self.cached_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
 
 
 def limit_reached(traj: Trajectory, limits: Limits, elapsed_s: float) -> StopReason | None:

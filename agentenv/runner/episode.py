@@ -31,7 +31,8 @@ from pathlib import Path
 import anyio
 from pydantic import BaseModel, ConfigDict
 
-from agentenv.agent.loop import ToolResultCallback, Trajectory, run_episode
+from agentenv.agent.loop import run_episode
+from agentenv.agent.trajectory import ToolResultCallback, Trajectory
 from agentenv.archive import Archive
 from agentenv.log import get_logger
 from agentenv.model.client import EventCallback

@@ -18,19 +18,18 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Literal
 
 import anyio
 from pydantic import BaseModel
 
 from agentenv import archive
-from agentenv.agent.loop import Spend, Trajectory
+from agentenv.agent.loop import Trajectory
 from agentenv.archive import Archive
 from agentenv.errors import JobStopped
 from agentenv.log import get_logger
 from agentenv.runner.budget import Budget
-from agentenv.runner.episode import Final, regrade_final, run_task
-from agentenv.runner.outcomes import POLICY, Outcome, classify
+from agentenv.runner.episode import Final, regrade_final
+from agentenv.runner.outcomes import POLICY
 from agentenv.runner.policy import Policies
 from agentenv.runner.results import (
     EpisodeResult,
@@ -42,6 +41,7 @@ from agentenv.runner.results import (
     write_atomic,
     write_json,
 )
+from agentenv.runner.retries import run_episode_with_retries
 from agentenv.runner.summary import Row, summarize
 from agentenv.sandbox import SandboxError, connect, gc
 from agentenv.sandbox.labels import job_scope, run_id
@@ -64,111 +64,6 @@ class Progress(BaseModel):
     cost_usd: float = 0.0
     collected: int = 0  # containers and images of this job's killed runs removed at start
     budget_spent: bool = False  # no new episode starts: the job's --max-cost is reached
-
-
-def split_phases(phases: dict[str, float], traj: Trajectory | None, wall_s: float) -> None:
-    """Split the loop's time into ``model`` and ``tools`` (from the trajectory's turns),
-    and put what no phase accounts for into ``other``, so the phases add up to ``wall_s``."""
-    loop = phases.pop("loop", None)
-    if traj is not None and loop is not None:
-        phases["model"] = sum(t.model_s for t in traj.turns)
-        phases["tools"] = sum(t.tools_s for t in traj.turns)
-    elif loop is not None:
-        phases["loop"] = loop  # a failed episode: no turns to split it by
-    phases["other"] = max(0.0, wall_s - sum(phases.values()))
-
-
-def _result_from(
-    task: Task,
-    sample: int,
-    traj: Trajectory,
-    attempts: int,
-    kept: str | None,
-    phases: dict[str, float],
-    wall_s: float,
-) -> EpisodeResult:
-    score = traj.score
-    outcome: Outcome = "graded"
-    if score is None:
-        outcome, error = "verifier_error", "the task has no verifier"
-    elif score.error is not None:
-        outcome, error = "verifier_error", score.error
-    else:
-        error = None
-    graded = POLICY[outcome].graded
-    return EpisodeResult(
-        task_id=task.id,
-        sample=sample,
-        outcome=outcome,
-        reward=score.reward if graded and score else None,
-        passed=bool(graded and score and score.passed),
-        stop_reason=traj.stop_reason,
-        error=error,
-        attempts=attempts,
-        turns=len(traj.turns),
-        **Spend.of(traj),
-        wall_s=wall_s,
-        phases=phases,
-        trajectory=f"trajectories/{task.id}/{sample}.json",
-        final_state=kept,
-        score=score,
-    )
-
-
-async def run_episode_with_retries(
-    task: Task,
-    sample: int,
-    policies: Policies,
-    *,
-    attempts: int,
-    keep_final: bool,
-    out: Path | None = None,
-) -> tuple[EpisodeResult, Trajectory | None]:
-    """One episode, retried on infrastructure failures per the outcome table: its result,
-    and its trajectory unless it ended in an error. With ``keep_final`` the agent's final
-    workspace is written to ``out/finals/<task>/<sample>.tar`` for regrading. Its
-    ``wall_s`` is the whole episode, retries included, split into ``phases``."""
-    started = time.monotonic()
-    for attempt in range(1, attempts + 1):
-        attempt_started = time.monotonic()
-        phases = {"retries": attempt_started - started} if attempt > 1 else {}
-        try:
-            traj, final = await run_task(task, policies.for_task(task), phases=phases)
-            kept = None
-            if keep_final and out is not None and final.rejected is None:
-                kept = f"finals/{task.id}/{sample}.tar"
-                write_atomic(out / kept, final.workspace)
-        except Exception as e:  # classified by the outcome table, not handled ad hoc
-            outcome = classify(e)
-            rule = POLICY[outcome]
-            log.warning(
-                "episode.failed",
-                task=task.id,
-                sample=sample,
-                attempt=attempt,
-                outcome=outcome,
-                error=f"{type(e).__name__}: {e}",
-            )
-            if rule.stop_job:
-                raise JobStopped(f"{outcome}: {type(e).__name__}: {e}") from e
-            if rule.retry and attempt < attempts:
-                continue
-            wall_s = time.monotonic() - started
-            split_phases(phases, None, wall_s)
-            error = EpisodeResult(
-                task_id=task.id,
-                sample=sample,
-                outcome=outcome,
-                error=f"{type(e).__name__}: {e}",
-                attempts=attempt,
-                wall_s=wall_s,
-                phases=phases,
-            )
-            return error, None
-        wall_s = time.monotonic() - started
-        split_phases(phases, traj, wall_s)
-        return _result_from(task, sample, traj, attempt, kept, phases, wall_s), traj
-    raise AssertionError("unreachable: the last attempt always returns")
 
 
 def job_config(
@@ -228,8 +123,7 @@ async def run_eval(
     keep_final: bool = False,
     reasoning_effort: str | None = None,
     on_progress: Callable[[Progress], None] | None = None,
-    executor: Literal["local", "ray"] = "local",
-    ray_address: str | None = None,
+    executor: EpisodeRunner | None = None,
     max_cost_usd: float | None = None,
 ) -> list[Row]:
     """Run every (task, sample) that ``out`` has no result for yet; return the summary of
@@ -240,9 +134,11 @@ async def run_eval(
     that much; running ones finish, and the total row's ``stopped`` says ``"max_cost"``.
     The cap is not part of the job: run again with a higher one to go on.
 
-    ``executor="ray"`` runs the episodes as Ray tasks on the nodes of the cluster at
-    ``ray_address`` (each node using its own Docker engine); results and trajectories come
-    back here and are written by this process, as with the local executor."""
+    ``executor`` runs one episode (with its retries) and returns its result and trajectory;
+    by default it is :func:`run_episode_with_retries` here, and
+    :func:`agentenv.runner.ray_executor.runner` makes one that runs them as Ray tasks on the
+    nodes of a cluster (each using its own Docker engine). Results and trajectories are
+    written by this process either way."""
     if samples < 1 or concurrency < 1 or attempts < 1:
         raise ValueError("samples, concurrency and attempts must be at least 1")
     config = job_config(
@@ -266,24 +162,13 @@ async def run_eval(
     progress.collected = await anyio.to_thread.run_sync(collect_leftovers, out)
     log.info("eval.start", tasks=len(tasks), samples=samples, done=len(done), todo=len(todo))
     limiter = anyio.CapacityLimiter(concurrency)
-    runner: EpisodeRunner
-    if executor == "ray":
-        from agentenv.runner import ray_executor  # optional dependency: agentenv[ray]
 
-        runner = ray_executor.runner(
-            model,
-            attempts=attempts,
-            keep_final=keep_final,
-            reasoning_effort=reasoning_effort,
-            address=ray_address,
-            out=out,
+    async def local(task: Task, sample: int) -> tuple[EpisodeResult, Trajectory | None]:
+        return await run_episode_with_retries(
+            task, sample, policies, attempts=attempts, keep_final=keep_final, out=out
         )
-    else:
 
-        async def runner(task: Task, sample: int) -> tuple[EpisodeResult, Trajectory | None]:
-            return await run_episode_with_retries(
-                task, sample, policies, attempts=attempts, keep_final=keep_final, out=out
-            )
+    runner: EpisodeRunner = executor or local
 
     def report() -> None:
         if on_progress is not None:
@@ -396,6 +281,7 @@ async def regrade(out: Path) -> list[Row]:
 
 
 __all__ = [
+    "EpisodeRunner",
     "JobStopped",
     "Progress",
     "collect_leftovers",
@@ -404,6 +290,5 @@ __all__ = [
     "load_config",
     "regrade",
     "run_eval",
-    "split_phases",
     "write_summary",
 ]

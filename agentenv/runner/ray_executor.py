@@ -45,7 +45,7 @@ def _episode(
     reasoning_effort: str | None,
 ) -> tuple[str, str | None, str]:
     """On a node: unpack the task, run one episode with retries, return JSON."""
-    from agentenv.runner.eval import run_episode_with_retries
+    from agentenv.runner.retries import run_episode_with_retries
 
     task = Task.model_validate_json(task_json)
     with tempfile.TemporaryDirectory(prefix="agentenv-ray-") as tmp:

@@ -27,7 +27,8 @@ from typing import Literal
 import anyio
 from pydantic import BaseModel, Field
 
-from agentenv.agent.loop import Limits, Spend, Trajectory, run_episode
+from agentenv.agent.loop import run_episode
+from agentenv.agent.trajectory import Limits, Spend, Trajectory
 from agentenv.log import get_logger
 from agentenv.runner.budget import Budget
 from agentenv.runner.episode import (

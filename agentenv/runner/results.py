@@ -8,7 +8,7 @@ from typing import ClassVar
 
 from pydantic import Field
 
-from agentenv.agent.loop import Spend
+from agentenv.agent.trajectory import Spend
 from agentenv.errors import ConfigMismatch
 from agentenv.runner.journal import (
     JobSettings,

@@ -19,14 +19,8 @@ from typing import Any
 import anyio
 from pydantic import BaseModel
 
-from agentenv.agent.loop import (
-    Limits,
-    StopReason,
-    Trajectory,
-    limit_reached,
-    new_trajectory,
-    take_turn,
-)
+from agentenv.agent.loop import limit_reached, new_trajectory, take_turn
+from agentenv.agent.trajectory import Limits, StopReason, Trajectory
 from agentenv.log import get_logger
 from agentenv.model.types import ChatModel
 from agentenv.runner.episode import (

@@ -11,9 +11,10 @@ import agentenv
 from agentenv.agent.loop import Trajectory
 from agentenv.agent.policies import oracle
 from agentenv.model.types import ChatModel
-from agentenv.runner.eval import run_episode_with_retries, run_eval
+from agentenv.runner.eval import run_eval
 from agentenv.runner.policy import Policies
 from agentenv.runner.results import EpisodeResult, load_results
+from agentenv.runner.retries import run_episode_with_retries
 from agentenv.tasks import Task
 from tests.security.harness import (
     SCRIPT_TIMEOUT_S,

@@ -1,0 +1,127 @@
+"""One episode of a job with its retries: run it, classify a failure by the outcome table,
+retry what the table retries, and make the episode's result (time split into phases). Every
+executor of an eval job (local, Ray) runs episodes through this."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from agentenv.agent.trajectory import Spend, Trajectory
+from agentenv.errors import JobStopped
+from agentenv.log import get_logger
+from agentenv.runner.episode import run_task
+from agentenv.runner.outcomes import POLICY, Outcome, classify
+from agentenv.runner.policy import Policies
+from agentenv.runner.results import EpisodeResult, write_atomic
+from agentenv.tasks import Task
+
+log = get_logger(__name__)
+
+
+def split_phases(phases: dict[str, float], traj: Trajectory | None, wall_s: float) -> None:
+    """Split the loop's time into ``model`` and ``tools`` (from the trajectory's turns),
+    and put what no phase accounts for into ``other``, so the phases add up to ``wall_s``."""
+    loop = phases.pop("loop", None)
+    if traj is not None and loop is not None:
+        phases["model"] = sum(t.model_s for t in traj.turns)
+        phases["tools"] = sum(t.tools_s for t in traj.turns)
+    elif loop is not None:
+        phases["loop"] = loop  # a failed episode: no turns to split it by
+    phases["other"] = max(0.0, wall_s - sum(phases.values()))
+
+
+def _result_from(
+    task: Task,
+    sample: int,
+    traj: Trajectory,
+    attempts: int,
+    kept: str | None,
+    phases: dict[str, float],
+    wall_s: float,
+) -> EpisodeResult:
+    score = traj.score
+    outcome: Outcome = "graded"
+    if score is None:
+        outcome, error = "verifier_error", "the task has no verifier"
+    elif score.error is not None:
+        outcome, error = "verifier_error", score.error
+    else:
+        error = None
+    graded = POLICY[outcome].graded
+    return EpisodeResult(
+        task_id=task.id,
+        sample=sample,
+        outcome=outcome,
+        reward=score.reward if graded and score else None,
+        passed=bool(graded and score and score.passed),
+        stop_reason=traj.stop_reason,
+        error=error,
+        attempts=attempts,
+        turns=len(traj.turns),
+        **Spend.of(traj),
+        wall_s=wall_s,
+        phases=phases,
+        trajectory=f"trajectories/{task.id}/{sample}.json",
+        final_state=kept,
+        score=score,
+    )
+
+
+async def run_episode_with_retries(
+    task: Task,
+    sample: int,
+    policies: Policies,
+    *,
+    attempts: int,
+    keep_final: bool,
+    out: Path | None = None,
+) -> tuple[EpisodeResult, Trajectory | None]:
+    """One episode, retried on infrastructure failures per the outcome table: its result,
+    and its trajectory unless it ended in an error. With ``keep_final`` the agent's final
+    workspace is written to ``out/finals/<task>/<sample>.tar`` for regrading. Its
+    ``wall_s`` is the whole episode, retries included, split into ``phases``."""
+    started = time.monotonic()
+    for attempt in range(1, attempts + 1):
+        attempt_started = time.monotonic()
+        phases = {"retries": attempt_started - started} if attempt > 1 else {}
+        try:
+            traj, final = await run_task(task, policies.for_task(task), phases=phases)
+            kept = None
+            if keep_final and out is not None and final.rejected is None:
+                kept = f"finals/{task.id}/{sample}.tar"
+                write_atomic(out / kept, final.workspace)
+        except Exception as e:  # classified by the outcome table, not handled ad hoc
+            outcome = classify(e)
+            rule = POLICY[outcome]
+            log.warning(
+                "episode.failed",
+                task=task.id,
+                sample=sample,
+                attempt=attempt,
+                outcome=outcome,
+                error=f"{type(e).__name__}: {e}",
+            )
+            if rule.stop_job:
+                raise JobStopped(f"{outcome}: {type(e).__name__}: {e}") from e
+            if rule.retry and attempt < attempts:
+                continue
+            wall_s = time.monotonic() - started
+            split_phases(phases, None, wall_s)
+            error = EpisodeResult(
+                task_id=task.id,
+                sample=sample,
+                outcome=outcome,
+                error=f"{type(e).__name__}: {e}",
+                attempts=attempt,
+                wall_s=wall_s,
+                phases=phases,
+            )
+            return error, None
+        wall_s = time.monotonic() - started
+        split_phases(phases, traj, wall_s)
+        return _result_from(task, sample, traj, attempt, kept, phases, wall_s), traj
+    raise AssertionError("unreachable: the last attempt always returns")
+
+
+__all__ = ["run_episode_with_retries", "split_phases"]
