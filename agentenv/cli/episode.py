@@ -1,0 +1,133 @@
+"""Commands about one episode: ``run`` and ``serve-model`` (a local K3-compatible model)."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Annotated
+
+import anyio
+import typer
+from rich.markup import escape
+
+from agentenv.agent.loop import Trajectory
+from agentenv.cli._app import _fail, _warn, app, out
+from agentenv.errors import ModelError, NoRoute
+from agentenv.sandbox import SandboxError
+from agentenv.sandbox.images import BASE_IMAGE
+
+
+@app.command()
+def run(
+    task: Annotated[
+        Path | None, typer.Argument(help="A task folder (task.toml, instruction.md, workspace/).")
+    ] = None,
+    model: Annotated[
+        str, typer.Option("--model", "-m", help="kimi-k3, an OpenAI-compatible URL, oracle, null.")
+    ] = "kimi-k3",
+    image: Annotated[str | None, typer.Option(help="Without a task folder: the image.")] = None,
+    instruction: Annotated[
+        str | None, typer.Option(help="Without a task folder: what the agent is asked to do.")
+    ] = None,
+    max_turns: Annotated[int | None, typer.Option(min=1, help="Override the task's.")] = None,
+    reasoning_effort: Annotated[str | None, typer.Option(help="K3 takes only 'max'.")] = None,
+    no_pause: Annotated[
+        bool, typer.Option("--no-pause", help="Keep the sandbox running while the model thinks.")
+    ] = False,
+    save: Annotated[
+        Path | None, typer.Option("--out", "-o", help="Write the trajectory (JSON) here.")
+    ] = None,
+) -> None:
+    """Run one episode and show it live: reasoning (dimmed), tool calls and their results,
+    then turns, tokens, cache hits and dollars."""
+    from agentenv.errors import TaskError
+    from agentenv.render import EpisodeRenderer, summary_line
+    from agentenv.runner import Policies, run_task
+    from agentenv.tasks import Task, load_task, task_warnings
+
+    try:
+        if task is not None:
+            if image or instruction:
+                raise TaskError("give a task folder, or --image with --instruction, not both")
+            the_task = load_task(task)
+            _warn(task_warnings(the_task))
+        elif instruction:
+            the_task = Task(id="adhoc", instruction=instruction, image=image or BASE_IMAGE)
+        else:
+            raise TaskError("give a task folder, or --instruction (and optionally --image)")
+        if max_turns is not None:
+            the_task.limits.max_turns = max_turns
+        source = Policies(model, reasoning_effort=reasoning_effort)
+        policy = source.for_task(the_task)
+    except (TaskError, KeyError, ValueError, NoRoute) as e:
+        raise _fail(str(e).strip("'\"")) from e
+    renderer = EpisodeRenderer(out)
+    out.print(f"[bold]{escape(the_task.id)}[/] with {escape(model)}", highlight=False)
+
+    async def episode() -> Trajectory:
+        try:
+            traj, _ = await run_task(
+                the_task,
+                policy,
+                pause=not no_pause,
+                on_event=renderer.on_event,
+                on_tool_result=renderer.on_tool_result,
+            )
+            return traj
+        finally:
+            await source.aclose()
+
+    try:
+        traj = anyio.run(episode)
+    except (SandboxError, ModelError) as e:
+        raise _fail(f"{type(e).__name__}: {e}") from e
+    if save is not None:
+        save.parent.mkdir(parents=True, exist_ok=True)
+        save.write_text(traj.model_dump_json(indent=1))
+    out.print(f"[bold]{summary_line(traj)}[/]", highlight=False, soft_wrap=True)
+
+
+@app.command("serve-model")
+def serve_model(
+    script: Annotated[
+        Path | None, typer.Option(help="A JSON list of turns: {reasoning, content, tool_calls}.")
+    ] = None,
+    replay: Annotated[
+        Path | None, typer.Option(help="A trajectory (JSON) whose turns to answer with.")
+    ] = None,
+    port: Annotated[int, typer.Option(help="Port on 127.0.0.1; 0 picks a free one.")] = 8000,
+    ttft: Annotated[float, typer.Option(help="Seconds before the first token.")] = 0.0,
+    tokens_per_s: Annotated[
+        float | None, typer.Option(help="Decode speed to simulate; default: no delay.")
+    ] = None,
+) -> None:
+    """Serve a K3-compatible model on loopback, from a script or a recorded trajectory, to
+    test environments without a key: point --model at the URL it prints."""
+    from pydantic import TypeAdapter
+
+    from agentenv.testing.k3server import DEMO_SCRIPT, K3Server, ScriptedTurn, turns_from_messages
+
+    try:
+        if script and replay:
+            raise ValueError("give --script or --replay, not both")
+        if script is not None:
+            turns = TypeAdapter(list[ScriptedTurn]).validate_json(script.read_bytes())
+        elif replay is not None:
+            data = json.loads(replay.read_bytes())
+            turns = turns_from_messages(data["messages"] if isinstance(data, dict) else data)
+        else:
+            turns = DEMO_SCRIPT
+        server = K3Server(turns, port=port, ttft_s=ttft, tokens_per_s=tokens_per_s)
+    except (OSError, ValueError, KeyError) as e:
+        raise _fail(f"{type(e).__name__}: {e}") from e
+    with server:
+        out.print(
+            f"serving {len(turns)} scripted turns at [bold]{server.base_url}[/] (Ctrl-C stops)"
+        )
+        out.print(f"  agentenv run --model {server.base_url} --instruction '...'", highlight=False)
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            pass

@@ -1,0 +1,306 @@
+"""Eval jobs: ``eval`` and ``report``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import anyio
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from agentenv import log
+from agentenv.cli._app import _fail, _warn, app, err, out
+from agentenv.errors import NoRoute
+from agentenv.runner.summary import Row
+from agentenv.sandbox import SandboxError
+
+
+def _print_wide(table: Table) -> None:
+    # a table read in a log or a pipe should not be squeezed to 80 columns
+    (out if out.is_terminal else Console(width=max(out.width, 140))).print(table)
+
+
+ModelOption = Annotated[
+    str,
+    typer.Option(
+        "--model",
+        "-m",
+        help="kimi-k3, an OpenAI-compatible URL (comma-separate to route with "
+        "fallback), oracle, or null.",
+    ),
+]
+
+
+@app.command("eval")
+def eval_(
+    paths: Annotated[
+        list[Path] | None, typer.Argument(help="Task folders, or folders of them.")
+    ] = None,
+    model: ModelOption = "kimi-k3",
+    samples: Annotated[int, typer.Option("--samples", "-k", min=1, help="Episodes per task.")] = 1,
+    concurrency: Annotated[int, typer.Option("--concurrency", "-c", min=1)] = 4,
+    out_dir: Annotated[
+        Path | None, typer.Option("--out", "-o", help="Job folder; default runs/<model>.")
+    ] = None,
+    attempts: Annotated[
+        int, typer.Option(min=1, help="Tries per episode on infrastructure failures.")
+    ] = 3,
+    keep_final: Annotated[
+        bool,
+        typer.Option(
+            "--keep-final", help="Keep each final workdir in the job folder (for --regrade)."
+        ),
+    ] = False,
+    regrade_dir: Annotated[
+        Path | None,
+        typer.Option("--regrade", help="Re-run the verifiers on a job's kept final states."),
+    ] = None,
+    reasoning_effort: Annotated[str | None, typer.Option(help="K3 takes only 'max'.")] = None,
+    executor: Annotated[
+        str,
+        typer.Option(help="local, or ray (episodes as Ray tasks; pip install 'agentenv\\[ray]')."),
+    ] = "local",
+    address: Annotated[
+        str | None, typer.Option(help="With --executor ray: the cluster, e.g. 10.0.0.5:6379.")
+    ] = None,
+    max_cost: Annotated[
+        float | None,
+        typer.Option(
+            "--max-cost",
+            min=0.0,
+            help="Dollars the job may spend, earlier runs included: no episode starts once "
+            "spent (running ones finish; exit code 3). Run again with a higher cap to go on.",
+        ),
+    ] = None,
+    progress_every: Annotated[
+        float,
+        typer.Option(
+            min=1.0, help="Without a terminal: print a progress line at least this often (s)."
+        ),
+    ] = 30.0,
+) -> None:
+    """Run tasks × samples, verify each episode, and report pass@k, reward, tokens, cache hits,
+    dollars (and dollars per solved episode) and time by phase. Re-running on the same --out
+    resumes, after removing what a killed run of the job left running."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from agentenv.errors import ConfigMismatch, JobStopped, TaskError
+    from agentenv.render import ProgressLines, phase_line, summary_table
+    from agentenv.runner import Policies
+    from agentenv.runner.eval import Progress as JobProgress
+    from agentenv.runner.eval import job_config, regrade, run_eval
+    from agentenv.runner.results import check_config, load_results
+    from agentenv.tasks import load_tasks, task_warnings
+
+    if regrade_dir is not None:
+        try:
+            rows = anyio.run(regrade, regrade_dir)
+        except (OSError, TaskError, SandboxError) as e:
+            raise _fail(str(e)) from e
+        _print_wide(summary_table(rows, f"{regrade_dir} (regraded)"))
+        return
+    if not paths:
+        raise _fail("give task folders (or a folder of them, such as environments/)")
+    folder = out_dir or Path("runs") / "".join(
+        c if c.isalnum() or c in "-_." else "_" for c in model
+    )
+    try:
+        tasks = load_tasks(paths)
+    except TaskError as e:
+        raise _fail(str(e)) from e
+    _warn([w for t in tasks for w in task_warnings(t)])
+    if executor not in ("local", "ray"):
+        raise _fail(f"--executor must be local or ray, not {executor!r}")
+    if executor == "ray":
+        try:
+            import ray  # noqa: F401
+        except ImportError as e:
+            raise _fail("--executor ray needs Ray: pip install 'agentenv[ray]'") from e
+    missing = [t.id for t in tasks if t.verifier is None]
+    if missing:
+        raise _fail(f"these tasks have no [verifier] in task.toml: {', '.join(missing)}")
+    try:
+        Policies(model, reasoning_effort=reasoning_effort)  # a missing key, before any output
+        # a folder holding another job is refused before anything is printed or written
+        config = job_config(
+            tasks, model, samples=samples, keep_final=keep_final, reasoning_effort=reasoning_effort
+        )
+        check_config(folder, config)
+    except (KeyError, ValueError, NoRoute) as e:
+        raise _fail(str(e).strip("'\"")) from e
+    except ConfigMismatch as e:
+        raise _fail(str(e)) from e
+    log.configure("info", json_file=str(folder / "log.jsonl"))  # the console has the bar
+    total = len(tasks) * samples
+    lines = None if err.is_terminal else ProgressLines(err, every_s=progress_every)
+    bar = Progress(
+        TextColumn("[bold]eval[/]"),
+        BarColumn(),
+        TextColumn(
+            "{task.completed}/{task.total} done · {task.fields[passed]} passed · "
+            "{task.fields[running]} running · {task.fields[errors]} errors · "
+            "${task.fields[cost]:.4f}{task.fields[spent]}"
+        ),
+        TimeElapsedColumn(),
+        console=err,
+        transient=False,
+        disable=lines is not None,
+    )
+    bar_id = bar.add_task("eval", total=total, passed=0, running=0, errors=0, cost=0.0, spent="")
+    said_collected = False
+
+    def show(p: JobProgress) -> None:
+        nonlocal said_collected
+        if p.collected and not said_collected:
+            said_collected = True
+            err.print(
+                f"removed {p.collected} containers/images left by a killed run of this job",
+                highlight=False,
+            )
+        if lines is not None:
+            lines.update(p)
+        bar.update(
+            bar_id,
+            completed=p.done,
+            passed=p.passed,
+            running=p.running,
+            errors=p.errors,
+            cost=p.cost_usd,
+            spent=" · budget spent" if p.budget_spent else "",
+        )
+
+    async def run() -> list[Row]:
+        cluster = None
+        if executor == "ray":
+            from agentenv.runner import ray_executor  # agentenv[ray], checked above
+
+            cluster = ray_executor.runner(
+                model,
+                attempts=attempts,
+                keep_final=keep_final,
+                reasoning_effort=reasoning_effort,
+                address=address,
+                out=folder,
+            )
+        return await run_eval(
+            tasks,
+            model,
+            out=folder,
+            samples=samples,
+            concurrency=concurrency,
+            attempts=attempts,
+            keep_final=keep_final,
+            reasoning_effort=reasoning_effort,
+            on_progress=show,
+            executor=cluster,
+            max_cost_usd=max_cost,
+        )
+
+    async def job() -> list[Row]:
+        if lines is None:
+            return await run()
+        rows: list[Row] = []
+        error: Exception | None = None
+        async with anyio.create_task_group() as tg:
+
+            async def ticker() -> None:
+                while True:
+                    await anyio.sleep(1.0)
+                    lines.tick()
+
+            tg.start_soon(ticker)
+            try:
+                rows = await run()
+            except Exception as e:  # out as it is, not wrapped in a group
+                error = e
+            finally:
+                tg.cancel_scope.cancel()
+        if error is not None:
+            raise error
+        return rows
+
+    done_before = len(load_results(folder)) if (folder / "results.jsonl").exists() else 0
+    if done_before:
+        err.print(f"resuming {folder}: {done_before} episodes already done", highlight=False)
+    try:
+        with bar:
+            rows = anyio.run(job)
+    except KeyboardInterrupt:
+        err.print(
+            f"interrupted: finished episodes are in {folder}/results.jsonl; "
+            "run the same command again to resume"
+        )
+        raise typer.Exit(130) from None
+    except (ConfigMismatch, KeyError, ValueError, JobStopped, NoRoute) as e:
+        raise _fail(str(e).strip("'\"")) from e
+    except SandboxError as e:
+        raise _fail(str(e)) from e
+    if lines is not None:
+        lines.print()  # the last state, whatever the step
+    many = ("s" if len(tasks) != 1 else "", "s" if samples != 1 else "")
+    title = f"{len(tasks)} task{many[0]} × {samples} sample{many[1]} with {model}"
+    _print_wide(summary_table(rows, title))
+    out.print(phase_line(rows[-1]), highlight=False, soft_wrap=True)
+    out.print(
+        f"results in {folder}/ (results.jsonl, trajectories/, summary.json, log.jsonl)",
+        highlight=False,
+    )
+    if rows[-1].stopped == "max_cost":
+        left = total - rows[-1].episodes
+        err.print(
+            f"[bold yellow]stopped:[/] the job has spent ${rows[-1].cost_usd:.4f} of its "
+            f"--max-cost ${max_cost}; {left} episodes not started. Run the same command "
+            "with a higher --max-cost to go on.",
+            highlight=False,
+        )
+        raise typer.Exit(3)
+
+
+@app.command()
+def report(
+    folder: Annotated[Path, typer.Argument(help="A job folder (agentenv eval --out).")],
+    totals: Annotated[
+        bool, typer.Option("--totals", help="Only the per-tag subtotals and the total.")
+    ] = False,
+    failures: Annotated[
+        bool,
+        typer.Option("--failures", help="Only the episodes that failed or errored, and why."),
+    ] = False,
+) -> None:
+    """Print a job's summary again, from its results.jsonl."""
+    from agentenv.render import failures_table, phase_line, summary_table
+    from agentenv.runner.eval import load_config, write_summary
+    from agentenv.runner.results import load_results
+
+    try:
+        config = load_config(folder)
+    except (OSError, ValueError) as e:
+        raise _fail(str(e)) from e
+    results = list(load_results(folder).values())
+    expected = len(config.tasks) * config.samples
+    title = f"{folder}: {len(results)}/{expected} episodes with {config.model}"
+    if failures:
+        failed = sum(not r.passed for r in results)
+        if failed:
+            _print_wide(failures_table(results, f"{title}, {failed} not passed"))
+        else:
+            out.print(f"{title}: every one passed", highlight=False, soft_wrap=True)
+        return
+    rows = write_summary(folder, results, config.samples, config.tags, stopped=_stopped(folder))
+    if totals:
+        rows = [r for r in rows if r.kind != "task"]
+    _print_wide(summary_table(rows, title))
+    out.print(phase_line(rows[-1]), highlight=False, soft_wrap=True)
+
+
+def _stopped(folder: Path) -> str | None:
+    """Why the job's last run stopped early, as its summary.json says (report rewrites it)."""
+    try:
+        rows = json.loads((folder / "summary.json").read_text())
+        value = rows[-1].get("stopped") if rows and isinstance(rows[-1], dict) else None
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, str) else None

@@ -1,0 +1,183 @@
+"""Commands about this machine: ``demo``, ``doctor``, ``images``, ``sandbox ls``, ``gc``."""
+
+from __future__ import annotations
+
+import datetime as dt
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Annotated
+
+import anyio
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from agentenv import log
+from agentenv.archive import collect_leftovers
+from agentenv.cli._app import JsonFlag, _fail, app, err, images_app, out, sandbox_app
+from agentenv.sandbox import SandboxError, SandboxSpec, connect
+from agentenv.sandbox import gc as gc_mod
+from agentenv.sandbox.images import BASE_IMAGE, base_image_state, build_base
+
+ENGINE_SCRIPT = Path(__file__).parent.parent / "sandbox" / "engine.sh"
+
+
+@app.command()
+def demo(
+    image: Annotated[str, typer.Option(help="Image to start.")] = BASE_IMAGE,
+    rounds: Annotated[int, typer.Option(min=1, help="Commands and pause/resume cycles.")] = 20,
+) -> None:
+    """Create a sandbox, run a command, pause and resume it; print the timings."""
+    from agentenv.demo import run_demo
+
+    try:
+        report = anyio.run(run_demo, SandboxSpec(image=image), rounds)
+    except SandboxError as e:
+        raise _fail(str(e)) from e
+    out.print(f"[bold]{escape(report.output)}[/]")
+    table = Table("step", "time", title=f"one sandbox ({report.exec_mode} exec path)")
+    table.add_row("create → ready", f"{report.create_ms:.0f} ms")
+    table.add_row("first command", f"{report.first_exec_ms:.1f} ms")
+    table.add_row(f"exec `true` (p50 of {report.rounds})", f"{report.exec_p50_ms:.2f} ms")
+    table.add_row(f"pause (p50 of {report.rounds})", f"{report.pause_p50_ms:.1f} ms")
+    table.add_row(f"resume (p50 of {report.rounds})", f"{report.resume_p50_ms:.1f} ms")
+    table.add_row("CPU of a busy loop while paused 0.5 s", f"{report.paused_cpu_ns / 1e6:.1f} ms")
+    out.print(table)
+
+
+@app.command()
+def doctor(
+    fix: Annotated[bool, typer.Option("--fix", help="Install/start what is missing.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only problems.")] = False,
+) -> None:
+    """Check the Docker engine and the base image.
+
+    With --fix: install Debian's docker.io (as root), start dockerd and build the base
+    image, each only where needed."""
+    if fix:
+        done = subprocess.run(["bash", str(ENGINE_SCRIPT)], check=False)
+        if done.returncode != 0:
+            raise _fail("could not get a Docker engine running (see above)")
+    try:
+        engine = connect()
+    except SandboxError as e:
+        raise _fail(str(e)) from e
+    version = engine.client.version()
+    if not quiet:
+        out.print(
+            f"engine: Docker {version.get('Version')} (API {engine.api_version}), "
+            f"{version.get('Os')}/{version.get('Arch')}, kernel {version.get('KernelVersion')}"
+        )
+    base_ok, state = base_image_state(engine)
+    if not base_ok and fix:
+        if shutil.which("debootstrap") is None:
+            subprocess.run(["bash", str(ENGINE_SCRIPT), "debootstrap"], check=False)
+        err.print(
+            f"agentenv setup: building {BASE_IMAGE} from Debian packages (a minute or two)",
+            soft_wrap=True,
+        )
+        try:
+            build_base(engine)
+        except SandboxError as e:
+            raise _fail(str(e)) from e
+        base_ok, state = True, "built"
+    if not quiet or not base_ok:
+        out.print(f"base image {BASE_IMAGE}: {state}")
+    if not base_ok:
+        out.print("  fix: agentenv images build-base")
+        raise typer.Exit(1)
+
+
+@images_app.command("build-base")
+def images_build_base(
+    tag: Annotated[str, typer.Option(help="Name of the image to build.")] = BASE_IMAGE,
+    force: Annotated[bool, typer.Option("--force", help="Rebuild even if up to date.")] = False,
+    mirror: Annotated[
+        str | None, typer.Option(help="Debian mirror; default: this machine's apt source.")
+    ] = None,
+) -> None:
+    """Build the base image from Debian packages (debootstrap + docker import); no registry."""
+    log.configure("info")
+    try:
+        image_id = build_base(connect(), tag=tag, mirror=mirror, force=force)
+    except SandboxError as e:
+        raise _fail(str(e)) from e
+    out.print(f"{tag} {image_id[7:19]}")
+
+
+def _age(seconds: float) -> str:
+    seconds = max(0.0, seconds)
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.0f}{unit}"
+    return f"{seconds:.0f}s"
+
+
+def _print_rows(rows: list[gc_mod.Leftover], title: str) -> None:
+    now = dt.datetime.now().timestamp()
+    table = Table(
+        "kind", "id", "name", "status", "run", "owner", "age", "expires in", "stale", title=title
+    )
+    for r in rows:
+        table.add_row(
+            r.kind,
+            r.id.removeprefix("sha256:")[:12],
+            r.name,
+            r.status,
+            r.run,
+            r.owner,
+            _age(now - r.created),
+            _age(r.expires - now) if r.expires > now else "expired",
+            r.stale or "",
+        )
+    out.print(table)
+
+
+def _print_json(rows: list[gc_mod.Leftover]) -> None:
+    for row in rows:
+        print(row.model_dump_json())
+
+
+@sandbox_app.command("ls")
+def sandbox_ls(as_json: JsonFlag = False) -> None:
+    """List our sandboxes and snapshot images, and which ones gc would remove."""
+    try:
+        rows = gc_mod.list_ours(connect())
+    except SandboxError as e:
+        raise _fail(str(e)) from e
+    if as_json:
+        _print_json(rows)
+    else:
+        _print_rows(rows, f"{len(rows)} agentenv objects")
+
+
+@app.command()
+def gc(
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Only list what would go.")] = False,
+    everything: Annotated[
+        bool, typer.Option("--all", help="Remove all of ours, even those in use.")
+    ] = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """Remove sandboxes and snapshots whose owner is gone or whose TTL passed, and the
+    temporary workspace archives of runners killed on this host.
+
+    Never touches anything without agentenv's labels."""
+    try:
+        rows = gc_mod.collect(connect(), everything=everything, dry_run=dry_run)
+    except SandboxError as e:
+        raise _fail(str(e)) from e
+    files = collect_leftovers(dry_run=dry_run)
+    verb = "would remove" if dry_run else "removed"
+    if as_json:
+        _print_json(rows)
+    elif rows:
+        _print_rows(rows, f"{verb} {len(rows)}")
+    elif not files:
+        out.print(f"{verb} nothing")
+    if files and not as_json:
+        out.print(
+            f"{verb} {len(files)} leftover workspace archive(s) in {files[0].parent}",
+            markup=False,
+        )

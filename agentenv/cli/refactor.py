@@ -1,0 +1,174 @@
+"""Refactor jobs: ``refactor``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import anyio
+import typer
+from rich.markup import escape
+
+from agentenv import log
+from agentenv.cli._app import _fail, app, err, out
+from agentenv.errors import NoRoute
+
+
+def _instruction_text(instruction: str | None, instruction_file: Path | None) -> str:
+    """The instruction: ``--instruction-file``'s content, or ``--instruction`` (the content
+    of the file it names, if it names an existing file; else the text itself)."""
+    if (instruction is None) == (instruction_file is None):
+        raise _fail("give the change to make with --instruction TEXT or --instruction-file FILE")
+    if instruction_file is not None:
+        try:
+            text = instruction_file.read_text()
+        except (OSError, UnicodeDecodeError) as e:
+            raise _fail(f"--instruction-file {instruction_file}: {e}") from e
+    else:
+        assert instruction is not None
+        try:  # a long text is not a file name: stat fails with "File name too long"
+            is_file = Path(instruction).is_file()
+        except (OSError, ValueError):
+            is_file = False
+        text = Path(instruction).read_text() if is_file else instruction
+    if not text.strip():
+        raise _fail("the instruction is empty")
+    return text
+
+
+@app.command()
+def refactor(
+    repos: Annotated[
+        Path,
+        typer.Option(
+            help="A file listing repos, one per line: PATH, then optionally test=… image=… "
+            "branch=… name=…; or a folder of repos."
+        ),
+    ],
+    instruction: Annotated[
+        str | None,
+        typer.Option(help="The change to make: text, or the name of a file holding it."),
+    ] = None,
+    instruction_file: Annotated[
+        Path | None, typer.Option(help="A file holding the change to make.")
+    ] = None,
+    model: Annotated[
+        str, typer.Option("--model", "-m", help='kimi-k3, a URL, or command:"a codemod".')
+    ] = "kimi-k3",
+    concurrency: Annotated[int, typer.Option("--concurrency", "-c", min=1)] = 4,
+    out_dir: Annotated[Path, typer.Option("--out", "-o", help="Job folder.")] = Path(
+        "runs/refactor"
+    ),
+    apply: Annotated[
+        bool,
+        typer.Option("--apply", help="Commit each changed-green patch to a branch agentenv/<job>."),
+    ] = False,
+    max_turns: Annotated[int, typer.Option(min=1)] = 50,
+    test_timeout: Annotated[
+        float, typer.Option(min=1, help="Seconds one run of a repo's tests may take.")
+    ] = 900,
+    command_timeout: Annotated[
+        float,
+        typer.Option(min=1, max=3600, help="Seconds a command: codemod may take per repo."),
+    ] = 1800,
+    max_cost: Annotated[
+        float | None,
+        typer.Option(
+            min=0,
+            help="Dollars the job may spend (earlier runs included): no repo starts once "
+            "spent; run again with a higher cap to go on.",
+        ),
+    ] = None,
+) -> None:
+    """One instruction, many repos: a verified patch per repo, a report, and optionally a
+    branch per repo. Re-running on the same --out resumes (and takes on repos added to the
+    list)."""
+    from agentenv.agent.loop import Limits
+    from agentenv.errors import ConfigMismatch
+    from agentenv.runner import Policies
+    from agentenv.runner.budget import Budget
+    from agentenv.runner.refactor import (
+        RepoResult,
+        apply_patches,
+        run_refactor,
+        totals_line,
+    )
+    from agentenv.runner.repos import RepoError, load_repo_list, ref_format_problem
+
+    text = _instruction_text(instruction, instruction_file)
+    job_name = out_dir.resolve().name
+    if apply and (problem := ref_format_problem(f"agentenv/{job_name}")) is not None:
+        raise _fail(f"--apply: {problem}, made from the --out folder's name; choose another --out")
+    try:
+        entries = load_repo_list(repos)
+        Policies(model)  # a missing key, before any output
+    except RepoError as e:
+        raise _fail(str(e)) from e
+    except (KeyError, ValueError) as e:
+        raise _fail(str(e).strip("'\"")) from e
+    out_dir.mkdir(parents=True, exist_ok=True)
+    log.configure("info", json_file=str(out_dir / "log.jsonl"))
+
+    def show(r: RepoResult) -> None:
+        colour = {"changed-green": "green", "error": "red", "changed-red": "red"}.get(
+            r.outcome, "yellow"
+        )
+        detail = " | ".join((r.why or "; ".join(r.notes)).split("\n"))
+        # names and command output are text, never markup ("[stderr]" must show)
+        name, shown = escape(r.repo), escape(detail[:200])
+        out.print(f"[{colour}]{r.outcome:14}[/] {name}  [dim]{shown}[/]", highlight=False)
+
+    budget = Budget(max_cost)
+
+    async def job() -> list[RepoResult]:
+        return await run_refactor(
+            entries,
+            text,
+            model,
+            out=out_dir,
+            concurrency=concurrency,
+            limits=Limits(max_turns=max_turns),
+            on_done=show,
+            test_timeout_s=test_timeout,
+            command_timeout_s=command_timeout,
+            budget=budget,
+        )
+
+    try:
+        results = anyio.run(job)
+    except KeyboardInterrupt:
+        err.print(f"interrupted: finished repos are in {out_dir}/report.jsonl; run again to resume")
+        raise typer.Exit(130) from None
+    except (ConfigMismatch, KeyError, ValueError, NoRoute) as e:
+        raise _fail(str(e).strip("'\"")) from e
+    out.print(totals_line(results), highlight=False)
+    failed_apply = False
+    if apply:
+        try:
+            applied = apply_patches(entries, out_dir, job_name, text)
+        except RepoError as e:
+            raise _fail(str(e)) from e
+        for a in applied:
+            if a.made is None:
+                failed_apply = True
+                err.print(f"not applied: {a.repo}: {a.error}", highlight=False)
+                continue
+            what = {"created": "→ branch", "unchanged": "already on branch", "renamed": "→ branch"}
+            note = f"  ({a.made.note})" if a.made.note else ""
+            out.print(
+                f"applied: {a.repo} {what[a.made.status]} {a.made.branch}{note}", highlight=False
+            )
+    out.print(
+        f"report: {out_dir}/summary.md (and summary.json), patches in {out_dir}/patches/",
+        highlight=False,
+    )
+    if budget.stopped:
+        err.print(
+            f"[bold yellow]stopped:[/] the job has spent ${budget.spent_usd:.4f} of its "
+            f"--max-cost ${max_cost}; {budget.refused} repos not started. Run the same "
+            "command with a higher --max-cost to go on.",
+            highlight=False,
+        )
+        raise typer.Exit(3)
+    if failed_apply:
+        raise typer.Exit(1)
