@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import tempfile
 import weakref
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from pydantic import GetCoreSchemaHandler
 from pydantic_core import core_schema
@@ -24,7 +23,7 @@ _PREFIX = "agentenv-archive-"
 
 def _prefix() -> str:
     # the owner's pid and start time in the name: a killed runner's files can be told apart
-    _, pid, start = owner().split(":")[-3:]
+    _, pid, start = owner().rsplit(":", 2)
     return f"{_PREFIX}{pid}-{start}-"
 
 
@@ -58,17 +57,9 @@ class Archive(os.PathLike[str]):
         archive.path.write_bytes(data)
         return archive
 
-    def open(self) -> IO[bytes]:
-        """The tar file, open for reading from the start."""
-        return self.path.open("rb")
-
     def read_bytes(self) -> bytes:
         """The whole archive in memory (for small archives and serialisation)."""
         return self.path.read_bytes()
-
-    def copy_to(self, dest: Path) -> None:
-        """Copy the archive to ``dest`` (a host file), in chunks."""
-        shutil.copyfile(self.path, dest)
 
     @property
     def size(self) -> int:
@@ -113,11 +104,12 @@ def _remove(path: str) -> None:
 def collect_leftovers(*, dry_run: bool = False) -> list[Path]:
     """Remove the temporary archives that runners killed on this host left behind (a
     normal exit removes its own); returns them."""
+    host = owner().rsplit(":", 2)[0]
     found = []
     for path in Path(tempfile.gettempdir()).glob(f"{_PREFIX}*-*-*.tar"):
         pid, _, rest = path.name[len(_PREFIX) :].partition("-")
         start = rest.partition("-")[0]
-        if not pid.isdigit() or owner_alive(f"{owner().rsplit(':', 2)[0]}:{pid}:{start}"):
+        if not pid.isdigit() or owner_alive(f"{host}:{pid}:{start}"):
             continue
         found.append(path)
         if not dry_run:

@@ -24,9 +24,6 @@ from agentenv.model.types import ChatModel, Completion, Route
 
 log = get_logger(__name__)
 
-# What "down" means: the client already retried these and gave up.
-DOWN = EndpointUnavailable  # rate limits and cut streams included
-
 
 class Rule(BaseModel):
     """Tasks carrying ``tag`` may only use endpoints that are self-hosted (with
@@ -143,7 +140,7 @@ class RoutedModel:
                 done = await self.router.model(endpoint).complete(
                     messages, tools, on_event=on_event
                 )
-            except DOWN as e:
+            except EndpointUnavailable as e:  # the client retried and gave up (429s, cuts too)
                 self.router.mark_down(endpoint)
                 failed.append(endpoint.name)
                 last = e

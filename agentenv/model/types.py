@@ -64,6 +64,9 @@ class Route(BaseModel):
     fell_back_from: list[str] = []
 
 
+EMPTY_CONTENT = "(calling tools)"  # K3 rejects an assistant message with empty content
+
+
 class Completion(BaseModel):
     """One assistant turn, assembled from the stream. ``queued_s`` is time spent waiting
     for a concurrency slot or backing off between retries (not the model's working time).
@@ -102,9 +105,6 @@ class Completion(BaseModel):
         if self.tool_calls:
             message["tool_calls"] = [call.as_message() for call in self.tool_calls]
         return message
-
-
-EMPTY_CONTENT = "(calling tools)"  # K3 rejects an assistant message with empty content
 
 
 class StreamEvent(BaseModel):
