@@ -1,5 +1,5 @@
-"""agentenv: run AI agents in Docker sandboxes that pause while the model thinks, and score
-them with deterministic verifiers.
+"""agentenv: run AI agents in sandboxes (Docker or Podman containers) that pause while the
+model thinks, and score them with deterministic verifiers.
 
 For RL: ``await rollout(task, policy)``, ``rollout_group`` (forked from one prepared
 sandbox), ``stream``, and partial rollouts with ``start`` / ``Rollout.suspend`` / ``resume``.
@@ -18,15 +18,17 @@ from agentenv.runner.rollout import (
     stream,
 )
 from agentenv.sandbox import (
-    DockerSandbox,
     ExecResult,
     Sandbox,
+    SandboxBackend,
     SandboxError,
     SandboxPool,
     SandboxSpec,
     SandboxUnavailable,
     Snapshot,
+    create,
     fork,
+    get_backend,
     sandbox,
 )
 from agentenv.tasks import Task, load_task
@@ -35,11 +37,11 @@ __version__ = "0.1.0"
 
 
 __all__ = [
-    "DockerSandbox",
     "ExecResult",
     "Limits",
     "Rollout",
     "Sandbox",
+    "SandboxBackend",
     "SandboxError",
     "SandboxPool",
     "SandboxSpec",
@@ -49,7 +51,9 @@ __all__ = [
     "Task",
     "Trajectory",
     "__version__",
+    "create",
     "fork",
+    "get_backend",
     "load_task",
     "resume",
     "rollout",

@@ -11,12 +11,13 @@ import time
 import anyio
 from pydantic import BaseModel
 
-from agentenv.sandbox import DockerSandbox, SandboxSpec
+from agentenv.sandbox import SandboxSpec, create
 
 
 class DemoReport(BaseModel):
     """Timings of one demo run, in milliseconds."""
 
+    backend: str
     exec_mode: str
     create_ms: float
     first_exec_ms: float
@@ -31,7 +32,7 @@ class DemoReport(BaseModel):
 async def run_demo(spec: SandboxSpec | None = None, rounds: int = 20) -> DemoReport:
     """Create a sandbox, run a command, pause and resume it ``rounds`` times, remove it."""
     t0 = time.perf_counter()
-    box = await DockerSandbox.create(spec)
+    box = await create(spec)
     async with box:
         created = time.perf_counter()
         first = await box.exec(["sh", "-c", 'echo "hello from $(hostname), $(nproc) cpu"'])
@@ -57,7 +58,8 @@ async def run_demo(spec: SandboxSpec | None = None, rounds: int = 20) -> DemoRep
         await box.resume()
     ms = 1000.0
     return DemoReport(
-        exec_mode=box.exec_mode,
+        backend=box.spec.backend,
+        exec_mode=getattr(box, "exec_mode", "fast"),  # a backend's own detail, if it has it
         create_ms=(created - t0) * ms,
         first_exec_ms=(t_first - created) * ms,
         output=first.stdout.strip(),

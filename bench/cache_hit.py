@@ -26,7 +26,8 @@ import anyio
 from agentenv.agent.loop import Limits, run_episode
 from agentenv.model import OpenAIChatModel
 from agentenv.model.endpoints import resolve_endpoint
-from agentenv.sandbox import DockerSandbox, SandboxSpec
+from agentenv.sandbox import SandboxSpec
+from agentenv.sandbox.docker import DockerSandbox
 from agentenv.testing import K3Server, ScriptedToolCall, ScriptedTurn
 
 

@@ -29,7 +29,8 @@ from rich.console import Console
 from rich.table import Table
 
 from agentenv.log import configure
-from agentenv.sandbox import Engine, SandboxSpec
+from agentenv.sandbox import SandboxSpec
+from agentenv.sandbox.docker import Engine
 
 IMAGE = "agentenv/base:bookworm"
 BENCH_LABEL = "agentenv-bench.run"

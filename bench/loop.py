@@ -56,7 +56,8 @@ from agentenv.agent.loop import Limits, Trajectory, run_episode
 from agentenv.agent.policies import ScriptedModel
 from agentenv.model.client import EventCallback, OpenAIChatModel
 from agentenv.model.types import Completion, ToolCall
-from agentenv.sandbox import DockerSandbox, Engine, SandboxSpec, get_engine
+from agentenv.sandbox import SandboxSpec
+from agentenv.sandbox.docker import DockerSandbox, Engine, get_engine
 from agentenv.testing.k3server import K3Server, ScriptedToolCall, ScriptedTurn
 
 WARMUP = 5

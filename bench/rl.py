@@ -77,8 +77,9 @@ from agentenv.model.limit import AdaptiveLimit
 from agentenv.model.types import ChatModel
 from agentenv.runner.episode import prepare, release, start_sandbox
 from agentenv.runner.rollout import GroupTimings, rollout, rollout_group
-from agentenv.sandbox import DockerSandbox, get_engine
+from agentenv.sandbox import Sandbox
 from agentenv.sandbox import labels as agentenv_labels
+from agentenv.sandbox.docker import get_engine
 from agentenv.tasks import Task, load_task
 from agentenv.testing.k3server import K3Server, ScriptedToolCall, ScriptedTurn
 
@@ -210,7 +211,7 @@ async def phases_by_hand(task: Task, n: int) -> dict[str, float]:
     """What ``rollout_group(share_setup=True)`` does before its episodes, step by step:
     prepare the task's state (a root sandbox, its setup, a snapshot), then start ``n``
     agent sandboxes from it. Seconds per phase."""
-    boxes: list[DockerSandbox] = []
+    boxes: list[Sandbox] = []
     t0 = time.perf_counter()
     prepared = await prepare(task, share=True)
     try:

@@ -55,18 +55,17 @@ from common import (
 from docker.models.containers import Container
 
 from agentenv.sandbox import (
-    DockerSandbox,
-    Engine,
+    Sandbox,
     SandboxClosed,
     SandboxError,
     SandboxPool,
     SandboxUnavailable,
     Snapshot,
     fork,
-    get_engine,
     remove_snapshot,
     sandbox,
 )
+from agentenv.sandbox.docker import DockerSandbox, Engine, get_engine
 
 CAPACITY_RAM = 24 * GIB
 FORK_N = 8
@@ -174,7 +173,7 @@ class RawContainers:
             await self.remove(container)
 
 
-async def close_all(boxes: list[DockerSandbox]) -> None:
+async def close_all(boxes: list[Sandbox]) -> None:
     """Close sandboxes concurrently, even while being cancelled."""
     with anyio.CancelScope(shield=True):
         async with anyio.create_task_group() as tg:
@@ -210,13 +209,13 @@ def raw_exec_true(container: Container) -> None:
     check_ok(result.exit_code, "exec_run(['true'])")
 
 
-async def box_exec_true(box: DockerSandbox) -> None:
+async def box_exec_true(box: Sandbox) -> None:
     """``box.exec(["true"])``, checked."""
     result = await box.exec(["true"])
     check_ok(result.exit_code, "box.exec(['true'])")
 
 
-async def sample_box_exec(box: DockerSandbox, n: int) -> list[float]:
+async def sample_box_exec(box: Sandbox, n: int) -> list[float]:
     """``n`` timed exec round trips of ``true`` after a warm-up."""
     for _ in range(WARMUP):
         await box_exec_true(box)
@@ -237,8 +236,9 @@ async def bench_exec(cfg: Config, raw: RawContainers, report: Report) -> None:
     """Round trip of ``true``: fast executor, docker-exec fallback, raw ``exec_run``."""
     step(f"exec round trip: {cfg.exec_iters} x fast, {cfg.fallback_iters} x fallback, raw")
     async with sandbox(spec()) as box:
-        if box.exec_mode != "fast":
-            raise RuntimeError(f"expected the fast executor, got {box.exec_mode}")
+        mode = getattr(box, "exec_mode", "?")
+        if mode != "fast":
+            raise RuntimeError(f"expected the fast executor, got {mode}")
         fast = await sample_box_exec(box, cfg.exec_iters)
     async with sandbox(spec(executor="docker-exec")) as box:
         fallback = await sample_box_exec(box, cfg.fallback_iters)
@@ -351,7 +351,7 @@ async def bench_create(cfg: Config, raw: RawContainers, report: Report) -> None:
 # -- 3. pause and resume ---------------------------------------------------------------------
 
 
-async def sample_box_pause(box: DockerSandbox, n: int) -> tuple[list[float], list[float]]:
+async def sample_box_pause(box: Sandbox, n: int) -> tuple[list[float], list[float]]:
     """``n`` timed pause/resume cycles of a sandbox."""
     pauses, resumes = [], []
     for _ in range(n):
@@ -406,7 +406,7 @@ async def bench_pause(cfg: Config, raw: RawContainers, report: Report) -> None:
 # -- 4. CPU of a paused busy loop ------------------------------------------------------------
 
 
-async def cpu_rate(box: DockerSandbox, seconds: float) -> tuple[int, float]:
+async def cpu_rate(box: Sandbox, seconds: float) -> tuple[int, float]:
     """CPU nanoseconds the sandbox used between two ``cpu_usage_ns()`` readings about
     ``seconds`` apart, and the wall time between the readings. A reading can take up to a
     second to return (Docker's stats collector ticks once a second), so the window is
@@ -473,11 +473,11 @@ async def container_memory(engine: Engine, container_id: str) -> int:
     return int(mem.get("usage", 0)) - int(inactive)
 
 
-async def stats_total(engine: Engine, boxes: list[DockerSandbox]) -> int:
+async def stats_total(engine: Engine, boxes: list[Sandbox]) -> int:
     """Sum of ``container_memory`` over the sandboxes."""
     totals: list[int] = []
 
-    async def one(box: DockerSandbox) -> None:
+    async def one(box: Sandbox) -> None:
         totals.append(await container_memory(engine, box.id))
 
     async with anyio.create_task_group() as tg:
@@ -486,7 +486,7 @@ async def stats_total(engine: Engine, boxes: list[DockerSandbox]) -> int:
     return sum(totals)
 
 
-async def pause_retrying(box: DockerSandbox, failures: list[str], attempts: int = 5) -> None:
+async def pause_retrying(box: Sandbox, failures: list[str], attempts: int = 5) -> None:
     """Pause, retrying a failed freeze (cgroup v1's freezer can fail under load: "OCI
     runtime pause failed: unable to freeze"); each failure is recorded in ``failures``."""
     for attempt in range(1, attempts + 1):
@@ -502,7 +502,7 @@ async def pause_retrying(box: DockerSandbox, failures: list[str], attempts: int 
             await anyio.sleep(0.1 * attempt)
 
 
-async def create_paused(boxes: list[DockerSandbox], failures: list[str]) -> None:
+async def create_paused(boxes: list[Sandbox], failures: list[str]) -> None:
     """Create one sandbox and pause it."""
     box = await DockerSandbox.create(spec())
     boxes.append(box)
@@ -513,7 +513,7 @@ async def bench_hold(cfg: Config, engine: Engine, report: Report) -> None:
     """Hold ``cfg.hold`` paused sandboxes at once; host memory per sandbox."""
     n = cfg.hold
     step(f"holding {n} paused sandboxes (created concurrently, creation paced by the engine)")
-    boxes: list[DockerSandbox] = []
+    boxes: list[Sandbox] = []
     failures: list[str] = []
     before = mem_available()
     try:
@@ -561,21 +561,21 @@ async def bench_hold(cfg: Config, engine: Engine, report: Report) -> None:
 # -- 6. fork vs redoing the setup ------------------------------------------------------------
 
 
-async def run_setup(box: DockerSandbox) -> None:
+async def run_setup(box: Sandbox) -> None:
     """The expensive setup, checked."""
     result = await box.exec(SETUP, timeout=600)
     if result.exit_code != 0:
         raise RuntimeError(f"setup failed ({result.exit_code}): {result.stderr[-2000:]}")
 
 
-async def check_setup(box: DockerSandbox) -> None:
+async def check_setup(box: Sandbox) -> None:
     """The setup's output is present: the marker file and 200 compiled modules."""
     result = await box.exec(CHECK_SETUP)
     if result.exit_code != 0 or result.stdout.strip() != "200":
         raise RuntimeError(f"sandbox {box.id[:12]} lacks the setup: {result.stdout!r}")
 
 
-async def setup_fresh(boxes: list[DockerSandbox]) -> None:
+async def setup_fresh(boxes: list[Sandbox]) -> None:
     """Baseline for one sandbox: create it and run the setup in it."""
     box = await DockerSandbox.create(spec())
     boxes.append(box)
@@ -585,7 +585,7 @@ async def setup_fresh(boxes: list[DockerSandbox]) -> None:
 
 async def redo_setup(n: int) -> float:
     """Seconds to get ``n`` sandboxes set up by running the setup in each, concurrently."""
-    boxes: list[DockerSandbox] = []
+    boxes: list[Sandbox] = []
     try:
         started = time.perf_counter()
         async with anyio.create_task_group() as tg:
@@ -599,7 +599,7 @@ async def redo_setup(n: int) -> float:
 async def fork_setup(n: int) -> dict[str, float]:
     """Set up one sandbox, snapshot it and fork ``n``; the phases' durations in seconds."""
     snap: Snapshot | None = None
-    forks: list[DockerSandbox] = []
+    forks: list[Sandbox] = []
     try:
         started = time.perf_counter()
         async with sandbox(spec()) as source:

@@ -35,7 +35,8 @@ import anyio
 
 from agentenv.archive import Archive
 from agentenv.runner.episode import safe_workspace, workspace_tar
-from agentenv.sandbox import DockerSandbox, SandboxSpec
+from agentenv.sandbox import SandboxSpec
+from agentenv.sandbox.docker import DockerSandbox
 
 WORKDIR = "/workspace"
 

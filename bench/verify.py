@@ -53,7 +53,7 @@ from agentenv.runner.episode import (
     start_sandbox,
     verify_final,
 )
-from agentenv.sandbox import DockerSandbox, get_engine
+from agentenv.sandbox.docker import DockerSandbox, get_engine
 from agentenv.tasks import Task, load_task
 from agentenv.verify import Workspace, verify
 
@@ -83,7 +83,7 @@ async def in_place(prepared: Prepared, final: Final) -> tuple[float, float]:
     task = prepared.task
     assert task.verifier is not None
     ws = Workspace(archive=final.workspace, workdir=task.workdir, agent_user=prepared.agent_user)
-    async with await DockerSandbox.create(checker_spec(prepared.image, task)) as box:
+    async with await DockerSandbox.create(checker_spec(prepared.image, task, "docker")) as box:
         await box.upload_tar(final.workspace, task.workdir)  # there before the clock starts
         started = time.perf_counter()
         score = await verify(box, task.verifier, ws, tests=task.tests)

@@ -2,8 +2,10 @@
 # Prepare this machine for agentenv, doing only what is missing (quiet when all is in place):
 #   1. a virtualenv in .venv with agentenv and its dev tools;
 #   2. a Docker engine that answers: installs Debian's docker.io and starts dockerd as root
-#      where needed (agentenv/sandbox/engine.sh) — a machine that has Docker is left alone;
-#   3. the offline base image agentenv/base:bookworm, built from Debian packages.
+#      where needed (agentenv/sandbox/docker/engine.sh) — a machine that has Docker is left alone;
+#   3. the offline base image agentenv/base:bookworm, built from Debian packages;
+#   4. only when asked (AGENTENV_WITH_PODMAN=1): Debian's podman and catatonit, and the
+#      base image in its storage, for the Podman backend.
 # Same as `agentenv doctor --fix` once the package is installed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,4 +18,7 @@ if [ ! -x .venv/bin/agentenv ] || [ pyproject.toml -nt "$stamp" ]; then
   .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev]'
   touch "$stamp"
 fi
-exec .venv/bin/agentenv doctor --fix --quiet
+.venv/bin/agentenv doctor --fix --quiet
+if [ "${AGENTENV_WITH_PODMAN:-0}" = 1 ]; then
+  .venv/bin/agentenv doctor --fix --quiet --backend podman
+fi

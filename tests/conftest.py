@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
+import subprocess
 import uuid
 from collections.abc import Iterator
 
@@ -21,11 +23,23 @@ import pytest
 
 os.environ.setdefault("AGENTENV_RUN_ID", f"pytest-{uuid.uuid4().hex[:8]}")
 
-from agentenv.sandbox import EngineUnavailable, connect
+from agentenv.sandbox import EngineUnavailable
+from agentenv.sandbox.docker import connect
 from agentenv.sandbox.images import BASE_IMAGE
 from agentenv.sandbox.labels import RUN
 
 REQUIRE_ENGINE = "AGENTENV_REQUIRE_DOCKER"
+REQUIRE_PODMAN = "AGENTENV_REQUIRE_PODMAN"
+
+
+def _podman_problem() -> str | None:
+    """Why the Podman tests cannot run here, or ``None``."""
+    if shutil.which("podman") is None:
+        return "podman is not installed (AGENTENV_WITH_PODMAN=1 bash scripts/setup.sh)"
+    from agentenv.sandbox.podman.images import base_image_state
+
+    ok, state = base_image_state()
+    return None if ok else f"{BASE_IMAGE} in Podman's storage is {state}"
 
 
 def _engine_problem() -> str | None:
@@ -40,7 +54,16 @@ def _engine_problem() -> str | None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Skip the tests that need the engine where there is none, unless it is required."""
+    """Skip the tests that need the engine where there is none, unless it is required;
+    the same for Podman's."""
+    on_podman = [item for item in items if item.get_closest_marker("podman") is not None]
+    podman_problem = _podman_problem() if on_podman else None
+    if podman_problem is not None:
+        if os.environ.get(REQUIRE_PODMAN) == "1":
+            raise pytest.UsageError(f"{len(on_podman)} tests need Podman: {podman_problem}")
+        skip_podman = pytest.mark.skip(reason=f"needs Podman: {podman_problem}")
+        for item in on_podman:
+            item.add_marker(skip_podman)
     needing = [item for item in items if item.get_closest_marker("no_docker") is None]
     problem = _engine_problem() if needing else None
     if problem is None:
@@ -71,3 +94,12 @@ def leftovers_removed() -> Iterator[None]:
     for image in engine.api.images(filters={"label": f"{RUN}={run}"}):
         with contextlib.suppress(docker.errors.APIError):
             engine.api.remove_image(image["Id"], force=True)
+    if shutil.which("podman") is not None:  # the Podman tests' leftovers, the same way
+        for kind in ("container", "image"):
+            found = subprocess.run(
+                ["podman", kind, "ls", "--all", "--quiet", "--filter", f"label={RUN}={run}"],
+                capture_output=True,
+                text=True,
+            ).stdout.split()
+            if found:
+                subprocess.run(["podman", kind, "rm", "--force", *found], capture_output=True)

@@ -20,9 +20,10 @@ pytestmark = pytest.mark.no_docker
 
 PUBLIC = {
     agentenv: [
-        "DockerSandbox", "ExecResult", "Limits", "Rollout", "Sandbox", "SandboxError",
+        "ExecResult", "Limits", "Rollout", "Sandbox", "SandboxBackend", "SandboxError",
         "SandboxPool", "SandboxSpec", "SandboxUnavailable", "Snapshot", "SuspendedRollout",
-        "Task", "Trajectory", "__version__", "fork", "load_task", "resume", "rollout",
+        "Task", "Trajectory", "__version__", "create", "fork", "get_backend", "load_task",
+        "resume", "rollout",
         "rollout_group", "rollout_group_sync", "rollout_sync", "sandbox", "start", "stream",
     ],
     agentenv.model: [
@@ -32,6 +33,13 @@ PUBLIC = {
     agentenv.runner: [
         "Archive", "Final", "Policies", "Prepared", "finish", "prepare", "release", "run_task",
         "start_sandbox", "verify_final",
+    ],
+    sys.modules["agentenv.sandbox"]: [  # `agentenv.sandbox` is also a function's name
+        "ArchiveTooLarge", "EngineUnavailable", "ExecResult", "ImageUnavailable", "Leftover",
+        "Sandbox", "SandboxBackend", "SandboxClosed", "SandboxError", "SandboxPaused",
+        "SandboxPool", "SandboxSpec", "SandboxUnavailable", "Snapshot", "attach",
+        "backend_names", "create", "default_backend", "fork", "get_backend",
+        "remove_snapshot", "sandbox",
     ],
     agentenv.testing: ["Fault", "K3Server", "ScriptedToolCall", "ScriptedTurn"],
 }  # fmt: skip
@@ -59,7 +67,9 @@ print(json.dumps({
     "structlog_configured": structlog.is_configured(),
     "stderr": err.getvalue(),
     "loaded": sorted(
-        m for m in ("http.server", "agentenv.testing", "pytest", "openai") if m in sys.modules
+        m
+        for m in ("http.server", "agentenv.testing", "pytest", "openai", "docker")
+        if m in sys.modules
     ),
 }))
 """
@@ -85,6 +95,40 @@ def test_the_application_sees_agentenv_logs_through_its_own_logging() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "agentenv.sandbox.pool pool.discard", done
+
+
+def test_backends_are_found_by_name_and_a_wrong_name_says_which_exist() -> None:
+    from agentenv.sandbox import SandboxBackend, SandboxError, backend_names, get_backend
+
+    assert {"docker", "podman"} <= set(backend_names())
+    for name in ("docker", "podman"):
+        found = get_backend(name)
+        assert isinstance(found, SandboxBackend) and found.name == name
+    with pytest.raises(SandboxError, match="known: docker, podman"):
+        get_backend("kubernetes")
+
+
+def test_nothing_above_the_backends_names_docker_or_openai() -> None:
+    """The seams hold: only a backend's own folder imports the docker SDK or its errors,
+    only the model client imports openai, and nothing names DockerSandbox outside its
+    backend (the CLI's engine set-up, `doctor`, imports the Docker backend's modules)."""
+    import re
+    from pathlib import Path
+
+    root = Path(agentenv.__file__).parent
+    offenders = []
+    for path in root.rglob("*.py"):
+        rel = path.relative_to(root).as_posix()
+        text = path.read_text()
+        for pattern, allowed in (
+            (r"^\s*(import|from) docker\b", ("sandbox/docker/",)),
+            (r"docker\.errors\.", ("sandbox/docker/",)),
+            (r"\bDockerSandbox\b", ("sandbox/docker/",)),
+            (r"^\s*(import|from) openai\b", ("model/client.py",)),
+        ):
+            if re.search(pattern, text, re.MULTILINE) and not rel.startswith(allowed):
+                offenders.append(f"{rel}: {pattern}")
+    assert offenders == []
 
 
 def test_a_task_can_be_built_in_memory() -> None:

@@ -3,6 +3,7 @@ how warnings and errors are printed (text, never markup)."""
 
 from __future__ import annotations
 
+import os
 from typing import Annotated
 
 import typer
@@ -14,7 +15,7 @@ from agentenv import log
 app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
-    help="Run AI agents in Docker sandboxes that pause while the model thinks.",
+    help="Run AI agents in sandboxes (Docker or Podman) that pause while the model thinks.",
 )
 images_app = typer.Typer(no_args_is_help=True, help="Images without a registry.")
 sandbox_app = typer.Typer(no_args_is_help=True, help="Sandboxes on this engine.")
@@ -27,8 +28,20 @@ err = Console(stderr=True)
 @app.callback()
 def _setup(
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log progress.")] = False,
+    backend: Annotated[
+        str | None,
+        typer.Option(
+            "--backend",
+            help="Sandbox backend for every sandbox this command makes: docker (default), "
+            "podman, or a registered one. Same as AGENTENV_BACKEND.",
+        ),
+    ] = None,
 ) -> None:
     log.configure("info" if verbose else "warning")
+    if backend is not None:
+        # the process default (SandboxSpec's), so that every path to a sandbox, and the
+        # workers this process starts, make theirs on it
+        os.environ["AGENTENV_BACKEND"] = backend
 
 
 def _warn(messages: list[str]) -> None:

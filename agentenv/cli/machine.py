@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import shutil
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -16,11 +17,38 @@ from rich.table import Table
 from agentenv import log
 from agentenv.archive import collect_leftovers
 from agentenv.cli._app import JsonFlag, _fail, app, err, images_app, out, sandbox_app
-from agentenv.sandbox import SandboxError, SandboxSpec, connect
+from agentenv.sandbox import (
+    EngineUnavailable,
+    Leftover,
+    SandboxBackend,
+    SandboxError,
+    SandboxSpec,
+    backend_names,
+    get_backend,
+)
 from agentenv.sandbox import gc as gc_mod
-from agentenv.sandbox.images import BASE_IMAGE, base_image_state, build_base
+from agentenv.sandbox.images import BASE_IMAGE
 
-ENGINE_SCRIPT = Path(__file__).parent.parent / "sandbox" / "engine.sh"
+ENGINE_SCRIPT = Path(__file__).parent.parent / "sandbox" / "docker" / "engine.sh"
+BackendOption = Annotated[
+    str | None,
+    typer.Option("--backend", help="Only this sandbox backend's (default: every one here)."),
+]
+
+
+def _each_backend(
+    name: str | None, act: Callable[[SandboxBackend], list[Leftover]]
+) -> list[Leftover]:
+    """``act`` on the named backend, or on every backend whose engine answers here."""
+    if name is not None:
+        return act(get_backend(name))
+    rows: list[Leftover] = []
+    for each in backend_names():
+        try:
+            rows += act(get_backend(each))
+        except EngineUnavailable:
+            continue  # not installed or not running here: nothing of ours can be on it
+    return rows
 
 
 @app.command()
@@ -50,11 +78,24 @@ def demo(
 def doctor(
     fix: Annotated[bool, typer.Option("--fix", help="Install/start what is missing.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only problems.")] = False,
+    backend: Annotated[
+        str, typer.Option("--backend", help="The sandbox backend to check: docker or podman.")
+    ] = "docker",
 ) -> None:
-    """Check the Docker engine and the base image.
+    """Check the sandbox engine and the base image.
 
     With --fix: install Debian's docker.io (as root), start dockerd and build the base
-    image, each only where needed."""
+    image, each only where needed; with --backend podman, Debian's podman and catatonit,
+    and the base image in Podman's storage (copied from Docker's when it has it)."""
+    if backend == "podman":
+        _doctor_podman(fix=fix, quiet=quiet)
+        return
+    if backend != "docker":
+        raise _fail(f"doctor knows the docker and podman backends, not {backend!r}")
+    # Setting up an engine is the one thing here that is each backend's own business.
+    from agentenv.sandbox.docker.engine import connect
+    from agentenv.sandbox.docker.images import base_image_state, build_base
+
     if fix:
         done = subprocess.run(["bash", str(ENGINE_SCRIPT)], check=False)
         if done.returncode != 0:
@@ -89,6 +130,37 @@ def doctor(
         raise typer.Exit(1)
 
 
+CATATONIT = Path("/usr/libexec/podman/catatonit")  # Podman's init, a package of its own
+
+
+def _doctor_podman(*, fix: bool, quiet: bool) -> None:
+    from agentenv.sandbox.podman.cli import podman_sync
+    from agentenv.sandbox.podman.images import base_image_state, put_base_image
+
+    missing = [n for n, p in (("podman", shutil.which("podman")), ("catatonit", None)) if not p]
+    if CATATONIT.exists():
+        missing = [n for n in missing if n != "catatonit"]
+    # the engine script installs Debian packages (and Docker, which the image copy reads)
+    if missing and fix and subprocess.run(["bash", str(ENGINE_SCRIPT), *missing]).returncode:
+        raise _fail(f"could not install {' '.join(missing)} (see above)")
+    try:
+        version = podman_sync("version", "--format", "{{.Client.Version}}").decode().strip()
+        base_ok, state = base_image_state()
+        if not base_ok and fix:
+            err.print(f"agentenv setup: putting {BASE_IMAGE} into Podman's storage", soft_wrap=True)
+            put_base_image()
+            base_ok, state = True, "copied or built"
+    except SandboxError as e:
+        raise _fail(str(e)) from e
+    if not quiet:
+        out.print(f"engine: Podman {version} (rootful, no daemon)")
+    if not quiet or not base_ok:
+        out.print(f"base image {BASE_IMAGE} in Podman: {state}")
+    if not base_ok:
+        out.print("  fix: agentenv doctor --fix --backend podman")
+        raise typer.Exit(1)
+
+
 @images_app.command("build-base")
 def images_build_base(
     tag: Annotated[str, typer.Option(help="Name of the image to build.")] = BASE_IMAGE,
@@ -99,6 +171,9 @@ def images_build_base(
 ) -> None:
     """Build the base image from Debian packages (debootstrap + docker import); no registry."""
     log.configure("info")
+    from agentenv.sandbox.docker.engine import connect
+    from agentenv.sandbox.docker.images import build_base
+
     try:
         image_id = build_base(connect(), tag=tag, mirror=mirror, force=force)
     except SandboxError as e:
@@ -114,7 +189,7 @@ def _age(seconds: float) -> str:
     return f"{seconds:.0f}s"
 
 
-def _print_rows(rows: list[gc_mod.Leftover], title: str) -> None:
+def _print_rows(rows: list[Leftover], title: str) -> None:
     now = dt.datetime.now().timestamp()
     table = Table(
         "kind", "id", "name", "status", "run", "owner", "age", "expires in", "stale", title=title
@@ -134,16 +209,16 @@ def _print_rows(rows: list[gc_mod.Leftover], title: str) -> None:
     out.print(table)
 
 
-def _print_json(rows: list[gc_mod.Leftover]) -> None:
+def _print_json(rows: list[Leftover]) -> None:
     for row in rows:
         print(row.model_dump_json())
 
 
 @sandbox_app.command("ls")
-def sandbox_ls(as_json: JsonFlag = False) -> None:
+def sandbox_ls(backend: BackendOption = None, as_json: JsonFlag = False) -> None:
     """List our sandboxes and snapshot images, and which ones gc would remove."""
     try:
-        rows = gc_mod.list_ours(connect())
+        rows = _each_backend(backend, lambda b: b.leftovers())
     except SandboxError as e:
         raise _fail(str(e)) from e
     if as_json:
@@ -158,6 +233,7 @@ def gc(
     everything: Annotated[
         bool, typer.Option("--all", help="Remove all of ours, even those in use.")
     ] = False,
+    backend: BackendOption = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Remove sandboxes and snapshots whose owner is gone or whose TTL passed, and the
@@ -165,7 +241,9 @@ def gc(
 
     Never touches anything without agentenv's labels."""
     try:
-        rows = gc_mod.collect(connect(), everything=everything, dry_run=dry_run)
+        rows = _each_backend(
+            backend, lambda b: gc_mod.collect(b, everything=everything, dry_run=dry_run)
+        )
     except SandboxError as e:
         raise _fail(str(e)) from e
     files = collect_leftovers(dry_run=dry_run)

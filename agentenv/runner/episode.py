@@ -37,10 +37,17 @@ from agentenv.archive import Archive
 from agentenv.log import get_logger
 from agentenv.model.client import EventCallback
 from agentenv.model.types import ChatModel
-from agentenv.sandbox import DockerSandbox, SandboxError, SandboxSpec, remove_snapshot
+from agentenv.sandbox import (
+    Sandbox,
+    SandboxError,
+    SandboxSpec,
+    Snapshot,
+    create,
+    default_backend,
+    remove_snapshot,
+)
 from agentenv.sandbox.errors import ArchiveTooLarge, EngineUnavailable, SandboxUnavailable
 from agentenv.sandbox.images import dockerfile_image
-from agentenv.sandbox.protocol import Snapshot
 from agentenv.tasks import Task
 from agentenv.verify import CHECKER_CAPS, ROOT, CheckResult, Score, Workspace, verify
 
@@ -60,6 +67,7 @@ class Prepared(BaseModel):
 
     task: Task
     image: str
+    backend: str  # the sandbox backend that runs the episode's sandboxes
     dockerfile: Path | None = None
     workspace: Archive  # a tar, entries relative to the workdir, owned by the agent's user
     snapshot: Snapshot | None = None  # ours to remove with :func:`release`
@@ -72,12 +80,12 @@ class Prepared(BaseModel):
 
 class Final(BaseModel):
     """What an episode leaves for the verifier: the agent's workdir, made safe, and (for a
-    task that verifies in its final state) the image committed from the agent's sandbox."""
+    task that verifies in its final state) the snapshot of the agent's sandbox."""
 
     model_config = ConfigDict(ser_json_bytes="base64", val_json_bytes="base64")
 
     workspace: Archive
-    image: str | None = None
+    snapshot: Snapshot | None = None
     rejected: str | None = None  # why the final workdir could not be taken: scored 0
 
 
@@ -199,6 +207,7 @@ def agent_spec(prepared: Prepared, *, outlive_owner: bool = False) -> SandboxSpe
     task = prepared.task
     root = task.user == "root"
     return SandboxSpec(
+        backend=prepared.backend,
         image=prepared.image,
         dockerfile=prepared.dockerfile,
         workdir=task.workdir,
@@ -210,11 +219,12 @@ def agent_spec(prepared: Prepared, *, outlive_owner: bool = False) -> SandboxSpe
     )
 
 
-def checker_spec(image: str, task: Task) -> SandboxSpec:
+def checker_spec(image: str, task: Task, backend: str) -> SandboxSpec:
     """A checker sandbox: root that can lay files out and drop to the agent's user, on a
     read-only root filesystem (so the agent's code run by a check can leave nothing behind
     but in the workdir, ``/tmp`` and ``/dev/shm``, which are wiped between checks)."""
     return SandboxSpec(
+        backend=backend,
         image=image,
         workdir=task.workdir,
         user=_ROOT,
@@ -232,18 +242,22 @@ async def prepare(
     share: bool = False,
     keep_s: float | None = None,
     workspace: Path | None = None,
+    backend: str | None = None,
 ) -> Prepared:
     """The task's prepared state. A task with a ``setup`` (or ``share=True``, for a group
     forked from one prepared sandbox) runs it once, as root, in a container of its own,
     and is snapshotted; with ``keep_s`` the snapshot outlives this process that long.
     ``workspace`` replaces the task's ``workspace/`` folder (a repo's clone, say). Release
-    it with :func:`release`."""
+    it with :func:`release`. Its sandboxes are ``backend``'s (the default one for ``None``)."""
     dockerfile = task.folder / task.dockerfile if task.folder and task.dockerfile else None
     user = _ROOT if task.user == "root" else task.user
     folder = workspace if workspace is not None else task.workspace
+    backend = backend or default_backend()
     if not task.setup and not share and dockerfile is None:
-        return Prepared(task=task, image=task.image, workspace=workspace_tar(folder, user))
+        archive = workspace_tar(folder, user)
+        return Prepared(task=task, image=task.image, backend=backend, workspace=archive)
     spec = SandboxSpec(
+        backend=backend,
         image=task.image
         if dockerfile is None
         else dockerfile_image(task.image, dockerfile, task.id),
@@ -252,7 +266,8 @@ async def prepare(
         user=_ROOT,
         cap_add=CHECKER_CAPS,
     )
-    async with await DockerSandbox.create(spec) as box:
+    box = await create(spec)
+    try:
         if folder is not None:
             await box.upload(folder, task.workdir)
         if task.setup:
@@ -264,8 +279,11 @@ async def prepare(
                 )
         archive, _ = safe_workspace(await _download(box, task.workdir), task.workdir, user)
         snapshot = await box.snapshot(keep_s=keep_s) if task.setup or share else None
-    image = snapshot.image_id if snapshot else box.image
-    return Prepared(task=task, image=image, workspace=archive, snapshot=snapshot)
+    finally:
+        with anyio.CancelScope(shield=True):
+            await box.close()
+    image = snapshot.ref if snapshot else box.image
+    return Prepared(task=task, image=image, backend=backend, workspace=archive, snapshot=snapshot)
 
 
 async def release(prepared: Prepared) -> None:
@@ -275,9 +293,9 @@ async def release(prepared: Prepared) -> None:
             await remove_snapshot(prepared.snapshot)
 
 
-async def start_sandbox(prepared: Prepared, *, outlive_owner: bool = False) -> DockerSandbox:
+async def start_sandbox(prepared: Prepared, *, outlive_owner: bool = False) -> Sandbox:
     """A new agent sandbox at the prepared state; the caller closes it."""
-    box = await DockerSandbox.create(agent_spec(prepared, outlive_owner=outlive_owner))
+    box = await create(agent_spec(prepared, outlive_owner=outlive_owner))
     try:
         await box.upload_tar(prepared.workspace, prepared.task.workdir)
     except BaseException:
@@ -286,7 +304,7 @@ async def start_sandbox(prepared: Prepared, *, outlive_owner: bool = False) -> D
     return box
 
 
-async def finish(box: DockerSandbox, prepared: Prepared) -> Final:
+async def finish(box: Sandbox, prepared: Prepared) -> Final:
     """The agent's final state, read with the sandbox frozen (a process the agent left
     cannot change it meanwhile). The sandbox is left paused; the caller closes it."""
     task = prepared.task
@@ -300,10 +318,8 @@ async def finish(box: DockerSandbox, prepared: Prepared) -> Final:
     archive, dropped = safe_workspace(raw, task.workdir, prepared.agent_user)
     if dropped:
         log.info("episode.dropped", task=task.id, entries=dropped[:20], n=len(dropped))
-    image = None
-    if task.verify_in == "final":
-        image = (await box.snapshot()).image_id
-    return Final(workspace=archive, image=image)
+    snapshot = await box.snapshot() if task.verify_in == "final" else None
+    return Final(workspace=archive, snapshot=snapshot)
 
 
 def final_limit(task: Task) -> int:
@@ -313,7 +329,7 @@ def final_limit(task: Task) -> int:
     return 2 * task.disk + (64 << 20)
 
 
-async def _download(box: DockerSandbox, path: str, *, max_bytes: int | None = None) -> Archive:
+async def _download(box: Sandbox, path: str, *, max_bytes: int | None = None) -> Archive:
     raw = Archive.new()
     await box.download_to(path, raw, max_bytes=max_bytes)
     return raw
@@ -332,14 +348,15 @@ class CheckerAhead:
 
     def __init__(self, prepared: Prepared):
         self._prepared = prepared
-        self._box: DockerSandbox | None = None
+        self._box: Sandbox | None = None
         self._made = anyio.Event()
 
     async def make(self) -> None:
         """Create and pause it; a failure leaves nothing (verification then makes its own)."""
         task = self._prepared.task
         try:
-            box = await DockerSandbox.create(checker_spec(self._prepared.image, task))
+            prepared = self._prepared
+            box = await create(checker_spec(prepared.image, task, prepared.backend))
             try:
                 await box.pause()
             except BaseException:
@@ -351,7 +368,7 @@ class CheckerAhead:
         finally:
             self._made.set()
 
-    async def take(self) -> DockerSandbox | None:
+    async def take(self) -> Sandbox | None:
         """The sandbox, thawed and now the caller's to close (``None`` if it could not be
         made)."""
         await self._made.wait()
@@ -397,14 +414,17 @@ async def checker_ahead(prepared: Prepared) -> AsyncIterator[CheckerAhead | None
 
 
 async def _verify_in(
-    image: str, prepared: Prepared, workspace: Archive, box: DockerSandbox | None = None
+    image: str, prepared: Prepared, workspace: Archive, box: Sandbox | None = None
 ) -> Score:
     task = prepared.task
     assert task.verifier is not None
     ws = Workspace(archive=workspace, workdir=task.workdir, agent_user=prepared.agent_user)
-    box = box or await DockerSandbox.create(checker_spec(image, task))
-    async with box:
+    box = box or await create(checker_spec(image, task, prepared.backend))
+    try:
         return await verify(box, task.verifier, ws, tests=task.tests)
+    finally:
+        with anyio.CancelScope(shield=True):
+            await box.close()
 
 
 async def verify_final(
@@ -421,9 +441,9 @@ async def verify_final(
         checks = _final_state_failed(f"the final workdir was not taken: {final.rejected}")
         return Score(reward=0.0, passed=False, checks=checks)
     started = time.monotonic()
-    image = final.image or prepared.image
+    image = final.snapshot.ref if final.snapshot else prepared.image
     try:
-        box = await ahead.take() if ahead is not None and final.image is None else None
+        box = await ahead.take() if ahead is not None and final.snapshot is None else None
         score = await _verify_in(image, prepared, final.workspace, box)
         if score.error is None:
             return score
@@ -501,8 +521,8 @@ async def run_task(
                     traj.score = await verify_final(prepared, final, ahead=ahead)
             finally:
                 with timer("teardown"):
-                    if final.image is not None:
-                        await _remove_image(final.image)
+                    if final.snapshot is not None:
+                        await remove_snapshot(final.snapshot)
             closing = time.monotonic()  # the checker made ahead and not taken goes now
         timer.add("teardown", time.monotonic() - closing)
         return traj, final
@@ -528,11 +548,6 @@ class _Phases:
             yield
         finally:
             self.add(name, time.monotonic() - started)
-
-
-async def _remove_image(image: str) -> None:
-    spec = SandboxSpec(image=image)
-    await remove_snapshot(Snapshot(image_id=image, tag=image, spec=spec, source_id=""))
 
 
 async def regrade_final(task: Task, final: Final) -> Score | None:

@@ -43,7 +43,7 @@ from agentenv.runner.results import (
 )
 from agentenv.runner.retries import run_episode_with_retries
 from agentenv.runner.summary import Row, summarize
-from agentenv.sandbox import SandboxError, connect, gc
+from agentenv.sandbox import SandboxError, gc, get_backend
 from agentenv.sandbox.labels import job_scope, run_id
 from agentenv.tasks import Task, load_tasks, task_digest
 from agentenv.verify import Score
@@ -91,18 +91,18 @@ def job_id(out: Path) -> str:
     return hashlib.sha256(str(out.resolve()).encode()).hexdigest()[:16]
 
 
-def collect_leftovers(out: Path) -> int:
+def collect_leftovers(out: Path, backend: str | None = None) -> int:
     """Remove the containers, volumes and images that killed runs of the job in ``out``
     left behind (their runner process is gone); never those of a live run, or of another
     job. Returns how many went. Blocking. Without an engine here (a Ray driver, say) there
     is nothing of ours to collect: that is logged, not raised. The temporary workspace
     archives of killed runners on this host go too (whatever their job: their runner is
-    dead)."""
+    dead). Only ``backend``'s objects (the default backend's for ``None``) are looked at."""
     archives = archive.collect_leftovers()
     if archives:
         log.info("eval.collected_archives", n=len(archives))
     try:
-        removed = gc.collect(connect(), job=job_id(out))
+        removed = gc.collect(get_backend(backend), job=job_id(out))
     except SandboxError as e:
         log.warning("eval.collect_failed", job=str(out), error=str(e))
         return 0

@@ -34,7 +34,7 @@ from agentenv.runner.episode import (
     verify_final,
 )
 from agentenv.runner.outcomes import classify
-from agentenv.sandbox import DockerSandbox, SandboxPool, SandboxSpec
+from agentenv.sandbox import Sandbox, SandboxPool, SandboxSpec, attach
 from agentenv.tasks import Task
 
 log = get_logger(__name__)
@@ -87,13 +87,15 @@ async def rollout(
     limits: Limits | None = None,
     pool: SandboxPool | None = None,
     policy_version: int | str | None = None,
+    backend: str | None = None,
 ) -> Trajectory:
     """One episode of ``task`` through the episode lifecycle (prepare, setup, the loop,
     finish, verification in a new checker sandbox); the returned trajectory has ``score``
     and ``reward`` filled in, or ``error`` set if the infrastructure failed under it.
-    ``pool`` must hold sandboxes made with :func:`~agentenv.runner.episode.agent_spec`."""
+    ``pool`` must hold sandboxes made with :func:`~agentenv.runner.episode.agent_spec`.
+    Its sandboxes are ``backend``'s (see :mod:`agentenv.sandbox.backend`)."""
     try:
-        prepared = await prepare(task)
+        prepared = await prepare(task, backend=pool.spec.backend if pool else backend)
     except Exception as e:
         traj = new_trajectory(task.instruction, task_id=task.id)
         traj.error = f"{classify(e)}: {type(e).__name__}: {e}"
@@ -137,6 +139,7 @@ async def rollout_group(
     limits: Limits | None = None,
     policy_version: int | str | None = None,
     timings: list[GroupTimings] | None = None,
+    backend: str | None = None,
 ) -> list[Trajectory]:
     """``n`` episodes of ``task`` run concurrently, with group-relative advantages. With
     ``share_setup`` the workspace and setup are prepared once, snapshotted, and the n
@@ -146,7 +149,7 @@ async def rollout_group(
         raise ValueError(f"n must be at least 1, got {n}")
     group_id = uuid.uuid4().hex[:12]
     t0 = time.monotonic()
-    shared = await prepare(task, share=True) if share_setup else None
+    shared = await prepare(task, share=True, backend=backend) if share_setup else None
     setup_s = time.monotonic() - t0
     out: list[Trajectory | None] = [None] * n
 
@@ -154,7 +157,9 @@ async def rollout_group(
         if shared is not None:
             out[i] = await _episode(shared, policy, limits, policy_version)
         else:
-            out[i] = await rollout(task, policy, limits=limits, policy_version=policy_version)
+            out[i] = await rollout(
+                task, policy, limits=limits, policy_version=policy_version, backend=backend
+            )
 
     t1 = time.monotonic()
     try:
@@ -185,6 +190,7 @@ async def stream(
     concurrency: int = 8,
     limits: Limits | None = None,
     policy_version: int | str | None = None,
+    backend: str | None = None,
 ) -> AsyncIterator[Trajectory]:
     """Rollouts of every task ``n`` times, yielded as they finish. Back-pressure: a finished
     rollout waits (holding its concurrency slot) until the consumer takes it."""
@@ -193,7 +199,9 @@ async def stream(
 
     async def one(task: Task) -> None:
         async with limiter:
-            traj = await rollout(task, policy, limits=limits, policy_version=policy_version)
+            traj = await rollout(
+                task, policy, limits=limits, policy_version=policy_version, backend=backend
+            )
             await send.send(traj)
 
     async def produce() -> None:
@@ -241,7 +249,7 @@ class Rollout:
         self,
         prepared: Prepared,
         model: ChatModel,
-        box: DockerSandbox,
+        box: Sandbox,
         *,
         limits: Limits | None = None,
         version: int | str | None = None,
@@ -328,11 +336,13 @@ async def start(
     *,
     limits: Limits | None = None,
     version: int | str | None = None,
+    backend: str | None = None,
 ) -> Rollout:
     """A partial rollout, ready to :meth:`~Rollout.step`. Its sandbox (and its prepared
     snapshot, if the task has a setup) may outlive this process once suspended: only their
     TTL lets ``agentenv gc`` remove them."""
-    prepared = await prepare(task, keep_s=SandboxSpec().ttl_s if task.setup else None)
+    keep_s = SandboxSpec().ttl_s if task.setup else None
+    prepared = await prepare(task, keep_s=keep_s, backend=backend)
     try:
         box = await start_sandbox(prepared, outlive_owner=True)
     except BaseException:
@@ -344,9 +354,9 @@ async def start(
 async def resume(
     state: SuspendedRollout, policy: Policy, *, version: int | str | None = None
 ) -> Rollout:
-    """Continue a suspended rollout (from any process on the same Docker host) with
+    """Continue a suspended rollout (from any process on the same sandbox host) with
     ``policy``; the turns it takes are stamped with ``version``."""
-    box = await DockerSandbox.attach(state.sandbox_id, state.sandbox_spec)
+    box = await attach(state.sandbox_id, state.sandbox_spec)
     return Rollout(
         state.prepared,
         model_for(policy, state.task),

@@ -1,8 +1,24 @@
-"""Sandboxes: isolated Docker containers that run an episode's commands fast, pause while
-the model thinks, and can be snapshotted and forked. Nothing here knows about models."""
+"""Sandboxes: isolated places that run an episode's commands fast, pause while the model
+thinks, and can be snapshotted and forked. Nothing here knows about models.
 
-from agentenv.sandbox.docker import DockerSandbox, fork, remove_snapshot, sandbox
-from agentenv.sandbox.engine import Engine, connect, get_engine
+Code above this package names only what is exported here: the :class:`Sandbox` protocol,
+:class:`SandboxSpec`, and the backend seam's functions (:func:`create`, :func:`attach`,
+:func:`fork`, :func:`remove_snapshot`, :func:`get_backend`). The backends themselves live in
+``agentenv.sandbox.docker`` and ``agentenv.sandbox.podman`` and are loaded when first asked
+for by name."""
+
+from agentenv.sandbox.backend import (
+    Leftover,
+    SandboxBackend,
+    attach,
+    backend_names,
+    create,
+    default_backend,
+    fork,
+    get_backend,
+    remove_snapshot,
+    sandbox,
+)
 from agentenv.sandbox.errors import (
     ArchiveTooLarge,
     EngineUnavailable,
@@ -18,12 +34,12 @@ from agentenv.sandbox.spec import SandboxSpec
 
 __all__ = [
     "ArchiveTooLarge",
-    "DockerSandbox",
-    "Engine",
     "EngineUnavailable",
     "ExecResult",
     "ImageUnavailable",
+    "Leftover",
     "Sandbox",
+    "SandboxBackend",
     "SandboxClosed",
     "SandboxError",
     "SandboxPaused",
@@ -31,9 +47,12 @@ __all__ = [
     "SandboxSpec",
     "SandboxUnavailable",
     "Snapshot",
-    "connect",
+    "attach",
+    "backend_names",
+    "create",
+    "default_backend",
     "fork",
-    "get_engine",
+    "get_backend",
     "remove_snapshot",
     "sandbox",
 ]

@@ -1,7 +1,7 @@
 """Reading a container's cgroup counters straight from the host's cgroup filesystem.
 
 Only possible when the engine runs on this machine and we may read /sys/fs/cgroup; callers
-fall back to the Docker API otherwise."""
+fall back to the engine's API otherwise."""
 
 from __future__ import annotations
 
@@ -11,16 +11,16 @@ _ROOT = Path("/sys/fs/cgroup")
 
 
 def _candidates(container_id: str, root: Path) -> list[tuple[Path, str]]:
-    """(file, format) pairs for the cgroupfs and systemd drivers, cgroup v1 and v2."""
-    v1 = [
-        root / c / p / "cpuacct.usage"
-        for c in ("cpuacct", "cpu,cpuacct")
-        for p in (f"docker/{container_id}", f"system.slice/docker-{container_id}.scope")
-    ]
-    v2 = [
-        root / p / "cpu.stat"
-        for p in (f"system.slice/docker-{container_id}.scope", f"docker/{container_id}")
-    ]
+    """(file, format) pairs for Docker's and Podman's cgroupfs and systemd drivers, cgroup
+    v1 and v2."""
+    places = (
+        f"docker/{container_id}",
+        f"system.slice/docker-{container_id}.scope",
+        f"libpod_parent/libpod-{container_id}",
+        f"machine.slice/libpod-{container_id}.scope",
+    )
+    v1 = [root / c / p / "cpuacct.usage" for c in ("cpuacct", "cpu,cpuacct") for p in places]
+    v2 = [root / p / "cpu.stat" for p in places]
     return [(f, "v1") for f in v1] + [(f, "v2") for f in v2]
 
 

@@ -4,6 +4,10 @@ One channel is one executor process and carries one request at a time; a sandbox
 and opens another when two commands must run at once. A channel whose request was cancelled
 or failed part-way is closed, never reused: closing its stream makes the executor kill what it
 was running and exit.
+
+The channel needs only a :class:`ByteStream` to the process started with
+:data:`EXECUTOR_ARGV`: a backend whose exec gives a stream (Docker's attached exec socket,
+a ``podman exec -i`` child's pipes) reuses all of it.
 """
 
 from __future__ import annotations
@@ -12,13 +16,11 @@ import inspect
 import json
 import struct
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 
-from agentenv.sandbox.engine import Engine
 from agentenv.sandbox.protocol import ExecResult, OutputCallback
-from agentenv.sandbox.stream import DockerStream, StreamClosed
 
 _FRAME = struct.Struct(">II")
 _SOURCE = (Path(__file__).parent / "executor_server.py").read_bytes()
@@ -43,6 +45,9 @@ _PYTHON = [
     'for p in /usr/bin/python3 /usr/local/bin/python3 /bin/python3; do [ -x "$p" ] && exec "$p"'
     ' -I -c "$0" "$1"; done; echo "agentenv: no python3" >&2; exit 127',
 ]
+EXECUTOR_ARGV = [*_PYTHON, _BOOTSTRAP, _SOURCE_SIZE]
+"""The command that starts an executor in a sandbox: it reads its source from stdin."""
+
 _OS_ERRORS: dict[str, type[OSError]] = {
     "FileNotFoundError": FileNotFoundError,
     "IsADirectoryError": IsADirectoryError,
@@ -61,6 +66,30 @@ def _error(reply: dict[str, Any]) -> OSError:
     return kind(reply["errno"], message, reply.get("filename"))
 
 
+class StreamClosed(Exception):
+    """The other end closed the stream (the process exited or the sandbox died)."""
+
+
+class ByteStream(Protocol):
+    """A running process's stdin (to write) and stdout (to read), with its stderr kept."""
+
+    stderr: bytearray
+    """What the process wrote to stderr so far (shown when it fails to start)."""
+
+    async def send(self, data: bytes) -> None:
+        """Write all of ``data`` to the process's stdin; :class:`StreamClosed` if gone."""
+        ...
+
+    async def read_stdout(self, n: int) -> bytes:
+        """Exactly ``n`` bytes of stdout; :class:`StreamClosed` at its end."""
+        ...
+
+    def close(self) -> None:
+        """Close the stream; the process sees end of file on stdin. Idempotent, and wakes a
+        task waiting in :meth:`read_stdout`."""
+        ...
+
+
 class ExecutorGone(Exception):
     """The executor stopped answering: its stream ended (container stopped, process killed)."""
 
@@ -72,26 +101,16 @@ class ExecutorGone(Exception):
 class ExecutorChannel:
     """One running executor process in a sandbox."""
 
-    def __init__(self, stream: DockerStream):
+    def __init__(self, stream: ByteStream):
         self._stream = stream
         self.broken = False
 
     @classmethod
-    async def start(
-        cls, engine: Engine, container_id: str, *, user: str | None, workdir: str
-    ) -> ExecutorChannel:
-        """Start an executor with ``docker exec`` and check that it answers; raises
-        :class:`ExecutorGone` if it cannot run (no ``python3`` in the image)."""
-        exec_id = await engine.run(
-            engine.api.exec_create,
-            container_id,
-            [*_PYTHON, _BOOTSTRAP, _SOURCE_SIZE],
-            stdin=True,
-            user=user or "",
-            workdir=workdir,
-        )
-        sock = await engine.run(engine.api.exec_start, exec_id, socket=True)
-        channel = cls(DockerStream(sock))
+    async def open(cls, stream: ByteStream) -> ExecutorChannel:
+        """Talk to an executor just started with :data:`EXECUTOR_ARGV` on ``stream``: send
+        its source and check that it answers; raises :class:`ExecutorGone` if it cannot run
+        (no ``python3`` in the image, a user the sandbox does not know)."""
+        channel = cls(stream)
         await channel._handshake()
         return channel
 

@@ -1,28 +1,18 @@
-"""Images without a registry: resolve a sandbox's image, and build the offline base image.
-
-Resolution order: the local image; else a pull (a short one: air-gapped sites have no
-registry); else a build from the given Dockerfile; else an error naming the image and what
-was tried. The base image is made from Debian packages with debootstrap and ``docker import``,
-using the mirror from this machine's own apt configuration.
-"""
+"""Image names and the offline base image's recipe, the same for every backend: which
+packages, the Debian mirror, the debootstrap root filesystem, and the names that tasks'
+Dockerfiles are built as. Each backend imports and builds with its own engine."""
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 import re
 import shutil
 import subprocess
-import tempfile
 from pathlib import Path
-from typing import Any
-
-import docker.errors
 
 from agentenv.log import get_logger
-from agentenv.sandbox.engine import Engine
-from agentenv.sandbox.errors import ImageUnavailable, SandboxError
+from agentenv.sandbox.errors import SandboxError
 
 log = get_logger(__name__)
 
@@ -53,38 +43,6 @@ def packages_digest(packages: tuple[str, ...] = BASE_PACKAGES) -> str:
     return hashlib.sha256(" ".join(sorted(packages)).encode()).hexdigest()[:16]
 
 
-async def resolve_image(engine: Engine, image: str, dockerfile: Path | None = None) -> str:
-    """Make ``image`` present locally and return its name: local, pulled, or built."""
-    tried = []
-    try:
-        found = await engine.run(engine.api.inspect_image, image)
-        if dockerfile is None or _labels(found).get(CONTEXT_LABEL) == context_digest(dockerfile):
-            return image
-        # built from a Dockerfile whose folder changed since: the image is stale
-        log.info("image.stale", image=image, dockerfile=str(dockerfile))
-        await build_from_dockerfile(engine, image, dockerfile)
-        with contextlib.suppress(docker.errors.APIError):  # still in use: leave it be
-            await engine.run(engine.api.remove_image, found["Id"])
-        return image
-    except docker.errors.ImageNotFound:
-        tried.append("not present locally")
-    except docker.errors.APIError as e:  # e.g. "invalid reference format"
-        raise ImageUnavailable(f"image {image!r}: {e.explanation or e}") from e
-    try:
-        await engine.run(engine.client.images.pull, image)
-        return image
-    except docker.errors.DockerException as e:
-        tried.append(f"pull failed ({_first_line(e)})")
-    if dockerfile is not None:
-        await build_from_dockerfile(engine, image, dockerfile)
-        return image
-    tried.append("no Dockerfile given to build it from")
-    hint = ""
-    if image == BASE_IMAGE:
-        hint = " Build it offline with `agentenv images build-base`."
-    raise ImageUnavailable(f"image {image!r} is unavailable: {'; '.join(tried)}.{hint}")
-
-
 def dockerfile_image(image: str, dockerfile: Path, name: str) -> str:
     """The name a task's Dockerfile is built as: the repository of ``image`` (or
     ``agentenv/task-<name>`` when ``image`` is the base image, which must never be
@@ -107,51 +65,6 @@ def context_digest(dockerfile: Path) -> str:
         if path.is_file():
             h.update(str(path.relative_to(folder)).encode() + b"\0" + path.read_bytes())
     return h.hexdigest()[:16]
-
-
-def _labels(image: dict[str, Any]) -> dict[str, str]:
-    return (image.get("Config") or {}).get("Labels") or {}
-
-
-async def build_from_dockerfile(engine: Engine, tag: str, dockerfile: Path) -> None:
-    """``docker build`` with the Dockerfile's folder as context; never pulls a newer base."""
-    dockerfile = Path(dockerfile).resolve()
-    if not dockerfile.is_file():
-        raise ImageUnavailable(f"cannot build {tag!r}: Dockerfile {dockerfile} does not exist")
-    log.info("image.build", image=tag, dockerfile=str(dockerfile))
-    try:
-        await engine.run(
-            engine.client.images.build,
-            path=str(dockerfile.parent),
-            dockerfile=dockerfile.name,
-            tag=tag,
-            labels={CONTEXT_LABEL: context_digest(dockerfile)},
-            pull=False,
-            rm=True,
-            forcerm=True,
-        )
-    except docker.errors.BuildError as e:
-        lines = [str(c.get("stream", c.get("error", ""))).rstrip() for c in e.build_log]
-        tail = "\n".join(line for line in lines if line)[-2000:]
-        raise ImageUnavailable(f"building {tag!r} from {dockerfile} failed: {e.msg}\n{tail}") from e
-    except docker.errors.APIError as e:
-        raise ImageUnavailable(f"building {tag!r} from {dockerfile} failed: {e}") from e
-
-
-def _first_line(e: BaseException) -> str:
-    return str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
-
-
-def base_image_state(engine: Engine) -> tuple[bool, str]:
-    """Whether the offline base image is present and built from today's package list, and
-    that in words ("present", "missing", "present but outdated …")."""
-    try:
-        found = engine.api.inspect_image(BASE_IMAGE)
-    except docker.errors.ImageNotFound:
-        return False, "missing"
-    if _labels(found).get(PACKAGES_LABEL) == packages_digest():
-        return True, "present"
-    return False, "present but outdated (package list changed)"
 
 
 def apt_mirror(suite: str = BASE_SUITE, root: Path = Path("/")) -> str:
@@ -188,25 +101,9 @@ def apt_mirror(suite: str = BASE_SUITE, root: Path = Path("/")) -> str:
     )
 
 
-def build_base(
-    engine: Engine,
-    *,
-    tag: str = BASE_IMAGE,
-    mirror: str | None = None,
-    packages: tuple[str, ...] = BASE_PACKAGES,
-    force: bool = False,
-) -> str:
-    """Build the offline base image with debootstrap and ``docker import``; returns its id.
-    Blocking (minutes). Skipped when ``tag`` exists with the same package list, unless
-    ``force``."""
-    if not force:
-        try:
-            found = engine.api.inspect_image(tag)
-            labels = (found.get("Config") or {}).get("Labels") or {}
-            if labels.get(PACKAGES_LABEL) == packages_digest(packages):
-                return str(found["Id"])
-        except docker.errors.ImageNotFound:
-            pass
+def base_rootfs(tmp: Path, *, mirror: str | None, packages: tuple[str, ...]) -> Path:
+    """Make the base image's root filesystem with debootstrap in ``tmp`` and return a tar
+    of it, for an engine to import. Blocking (minutes); needs root and debootstrap."""
     if shutil.which("debootstrap") is None:
         raise SandboxError(
             "debootstrap is not installed: `apt-get install debootstrap` (or run "
@@ -215,45 +112,42 @@ def build_base(
     if os.geteuid() != 0:
         raise SandboxError("building the base image needs root (debootstrap creates device files)")
     mirror = mirror or apt_mirror()
-    with tempfile.TemporaryDirectory(prefix="agentenv-base-") as tmp:
-        rootfs = Path(tmp) / "rootfs"
-        log.info("image.debootstrap", mirror=mirror, packages=packages)
-        cmd = [
-            "debootstrap",
-            "--variant=minbase",
-            f"--include={','.join(packages)}",
-            BASE_SUITE,
-            str(rootfs),
-            mirror,
-        ]
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        if proc.returncode != 0:
-            logfile = rootfs / "debootstrap/debootstrap.log"
-            detail = logfile.read_text(errors="replace")[-3000:] if logfile.exists() else ""
-            raise SandboxError(
-                f"debootstrap from {mirror} failed ({proc.returncode}):\n"
-                f"{proc.stderr[-3000:]}\n{detail}"
-            )
-        # Smaller image, same behaviour: apt lists and caches are rebuilt on demand.
-        for junk in ("var/cache/apt/archives", "var/lib/apt/lists"):
-            for p in (rootfs / junk).glob("*"):
-                if p.is_file():
-                    p.unlink()
-        tarball = Path(tmp) / "rootfs.tar"
-        subprocess.run(
-            ["tar", "-C", str(rootfs), "--numeric-owner", "-cf", str(tarball), "."], check=True
+    rootfs = tmp / "rootfs"
+    log.info("image.debootstrap", mirror=mirror, packages=packages)
+    cmd = [
+        "debootstrap",
+        "--variant=minbase",
+        f"--include={','.join(packages)}",
+        BASE_SUITE,
+        str(rootfs),
+        mirror,
+    ]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        logfile = rootfs / "debootstrap/debootstrap.log"
+        detail = logfile.read_text(errors="replace")[-3000:] if logfile.exists() else ""
+        raise SandboxError(
+            f"debootstrap from {mirror} failed ({proc.returncode}):\n"
+            f"{proc.stderr[-3000:]}\n{detail}"
         )
-        repo, _, version = tag.rpartition(":")
-        changes = [
-            "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-            "ENV LANG=C.UTF-8",
-            "WORKDIR /workspace",
-            'CMD ["/bin/bash"]',
-            f"LABEL {PACKAGES_LABEL}={packages_digest(packages)} agentenv.kind=base",
-        ]
-        result = engine.api.import_image_from_file(
-            str(tarball), repository=repo or tag, tag=version or "latest", changes=changes
-        )
-    image = engine.api.inspect_image(tag)
-    log.info("image.built", image=tag, id=image["Id"], result=str(result)[-200:])
-    return str(image["Id"])
+    # Smaller image, same behaviour: apt lists and caches are rebuilt on demand.
+    for junk in ("var/cache/apt/archives", "var/lib/apt/lists"):
+        for p in (rootfs / junk).glob("*"):
+            if p.is_file():
+                p.unlink()
+    tarball = tmp / "rootfs.tar"
+    subprocess.run(
+        ["tar", "-C", str(rootfs), "--numeric-owner", "-cf", str(tarball), "."], check=True
+    )
+    return tarball
+
+
+def base_changes(packages: tuple[str, ...]) -> list[str]:
+    """The Dockerfile instructions an engine applies when importing the base rootfs."""
+    return [
+        "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        "ENV LANG=C.UTF-8",
+        "WORKDIR /workspace",
+        'CMD ["/bin/bash"]',
+        f"LABEL {PACKAGES_LABEL}={packages_digest(packages)} agentenv.kind=base",
+    ]

@@ -1,5 +1,5 @@
 """``SandboxPool``: sandboxes created ahead of time and kept paused, so an episode starts in
-milliseconds instead of paying for container creation."""
+milliseconds instead of paying for container creation. Any backend's (the spec's)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import anyio
 import anyio.abc
 
 from agentenv.log import get_logger
-from agentenv.sandbox.docker import DockerSandbox
-from agentenv.sandbox.engine import Engine, get_engine
+from agentenv.sandbox.backend import create
 from agentenv.sandbox.errors import SandboxError
+from agentenv.sandbox.protocol import Sandbox
 from agentenv.sandbox.spec import SandboxSpec
 
 log = get_logger(__name__)
@@ -25,21 +25,17 @@ class SandboxPool:
     Use as ``async with SandboxPool(spec, size=8) as pool: box = await pool.acquire()``.
     """
 
-    def __init__(
-        self, spec: SandboxSpec | None = None, size: int = 4, *, engine: Engine | None = None
-    ):
+    def __init__(self, spec: SandboxSpec | None = None, size: int = 4):
         if size < 1:
             raise ValueError(f"pool size must be at least 1, got {size}")
         self.spec = spec or SandboxSpec()
         self.size = size
-        self._engine = engine
         self._slots = anyio.Semaphore(size)
-        self._send, self._receive = anyio.create_memory_object_stream[DockerSandbox](size)
+        self._send, self._receive = anyio.create_memory_object_stream[Sandbox](size)
         self._tg: anyio.abc.TaskGroup | None = None
         self._failure: Exception | None = None
 
     async def __aenter__(self) -> SandboxPool:
-        self._engine = self._engine or await get_engine()
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
         for _ in range(min(self.size, 4)):  # creation is paced by the engine anyway
@@ -72,7 +68,7 @@ class SandboxPool:
         while self._failure is None:
             await self._slots.acquire()
             try:
-                box = await DockerSandbox.create(self.spec, engine=self._engine)
+                box = await create(self.spec)
             except Exception as e:
                 self._slots.release()
                 failures += 1
@@ -100,7 +96,7 @@ class SandboxPool:
         """Paused sandboxes waiting to be acquired."""
         return self._receive.statistics().current_buffer_used
 
-    async def acquire(self) -> DockerSandbox:
+    async def acquire(self) -> Sandbox:
         """A running sandbox: a pooled one resumed (milliseconds) when one is ready, else
         the next one to finish creating. Dead pooled sandboxes are skipped."""
         while True:

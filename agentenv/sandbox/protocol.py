@@ -1,12 +1,13 @@
 """The seam between sandboxes and everything that uses them: :class:`Sandbox`,
-:class:`ExecResult` and :class:`Snapshot`. Backends implement the protocol; the agent loop,
-verifiers and runners only ever see this."""
+:class:`ExecResult` and :class:`Snapshot`. Backends (see :mod:`agentenv.sandbox.backend`)
+implement the protocol; the agent loop, verifiers and runners only ever see this."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from types import TracebackType
 from typing import Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict
@@ -51,13 +52,19 @@ class ExecResult(BaseModel):
 
 
 class Snapshot(BaseModel):
-    """A sandbox's filesystem saved as an image; ``fork`` starts new sandboxes from it.
+    """A sandbox's filesystem, saved by its backend; ``fork`` starts new sandboxes from it.
     Running processes and memory are not kept (CRIU does not work on these kernels)."""
 
-    image_id: str
+    ref: str
+    """The backend's own reference to it (an image id for Docker and Podman): opaque."""
+    backend: str
+    """The name of the backend that made it, and only that can fork or remove it."""
     tag: str
+    """A name people can read (``agentenv-snapshot:<tag>``)."""
     spec: SandboxSpec
+    """The spec sandboxes forked from it get: the source's, starting from ``ref``."""
     source_id: str
+    """The id of the sandbox it was taken from."""
 
 
 @runtime_checkable
@@ -66,6 +73,16 @@ class Sandbox(Protocol):
     per episode. Implementations pass ``agentenv.testing.conformance``."""
 
     id: str
+    """The backend's id for it (a container id): what :meth:`SandboxBackend.attach` takes."""
+    spec: SandboxSpec
+    """What it was made from."""
+    image: str
+    """The image it started from, as the backend resolved it (built, pulled, or given)."""
+
+    @property
+    def paused(self) -> bool:
+        """Whether it is frozen."""
+        ...
 
     async def exec(
         self,
@@ -128,6 +145,25 @@ class Sandbox(Protocol):
         it outlives this process for that long."""
         ...
 
+    async def cpu_usage_ns(self) -> int:
+        """CPU time used by everything in the sandbox so far, in nanoseconds."""
+        ...
+
+    def detach(self) -> None:
+        """Let go of the sandbox without removing it (another handle or process will
+        attach to it); this object refuses further calls."""
+        ...
+
     async def close(self) -> None:
         """Remove the sandbox. Idempotent."""
+        ...
+
+    async def __aenter__(self) -> Sandbox:
+        """``async with await create(spec) as box:`` closes it when the block ends."""
+        ...
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        """Close it, whatever ended the block (cancellation included)."""
         ...

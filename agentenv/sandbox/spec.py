@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Literal
@@ -77,11 +78,30 @@ def parse_size(value: int | str) -> int:
     return size
 
 
+def _default_backend() -> str:
+    return os.environ.get("AGENTENV_BACKEND") or "docker"
+
+
 class SandboxSpec(BaseModel):
     """Everything needed to create a sandbox. Safe by default: no network, no capabilities,
-    no new privileges, an init as PID 1, bounded pids, memory and CPU."""
+    no new privileges, an init as PID 1, bounded pids, memory and CPU.
+
+    Every field but ``options`` means the same to every backend (each backend refuses what
+    it cannot honour); ``options`` holds settings of one backend, which it documents."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    backend: str = Field(
+        default_factory=_default_backend,
+        min_length=1,
+        description="which backend makes it ('docker', 'podman' or a registered one); "
+        "default: $AGENTENV_BACKEND, else 'docker'",
+    )
+    options: dict[str, str] = Field(
+        default_factory=dict,
+        description="the backend's own settings (both built-in backends take 'runtime', the "
+        "OCI runtime to use, e.g. 'runsc'); a backend refuses names it does not know",
+    )
 
     image: str = Field(DEFAULT_IMAGE, min_length=1, description="image name or id")
     dockerfile: Path | None = Field(

@@ -15,7 +15,7 @@ from agentenv.agent.loop import Limits, Trajectory, run_episode
 from agentenv.agent.tools import SUBMIT, Tool, tool_schemas, tools_named
 from agentenv.errors import EndpointUnavailable
 from agentenv.model import OpenAIChatModel
-from agentenv.sandbox import DockerSandbox, connect
+from agentenv.sandbox.docker import DockerSandbox, connect
 from agentenv.testing import Fault, K3Server, ScriptedToolCall, ScriptedTurn
 
 pytestmark = pytest.mark.anyio

@@ -9,7 +9,7 @@ import pytest
 
 from agentenv.agent import policies
 from agentenv.agent.loop import run_episode
-from agentenv.sandbox import DockerSandbox
+from agentenv.sandbox.docker import DockerSandbox
 
 pytestmark = pytest.mark.anyio
 

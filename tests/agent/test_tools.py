@@ -9,7 +9,7 @@ import pytest
 
 from agentenv.agent.tools import MODEL_OUTPUT_LIMIT, run_tool, tool_schemas
 from agentenv.model.types import ToolCall
-from agentenv.sandbox import DockerSandbox
+from agentenv.sandbox.docker import DockerSandbox
 
 pytestmark = pytest.mark.anyio
 

@@ -23,7 +23,7 @@ import pytest
 from agentenv.runner.eval import job_id, regrade, run_eval
 from agentenv.runner.results import ConfigMismatch, EpisodeResult, load_results
 from agentenv.runner.summary import pass_at_k, summarize
-from agentenv.sandbox import connect
+from agentenv.sandbox.docker import connect
 from agentenv.sandbox.images import BASE_IMAGE
 from agentenv.sandbox.labels import JOB, OWNER, RUN, job_scope, labels_for, run_id
 from agentenv.tasks import load_task, load_tasks

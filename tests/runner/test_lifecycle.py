@@ -185,19 +185,20 @@ class Broken:
 
 
 async def test_an_episode_error_comes_out_as_itself_and_leaves_nothing(tmp_path: Path) -> None:
-    from agentenv.sandbox import connect
-    from agentenv.sandbox.labels import RUN, run_id
+    from agentenv.sandbox import get_backend
+    from agentenv.sandbox.labels import run_id
 
     task = make_task(tmp_path)
-    engine = connect()
-    before = {
-        c["Id"] for c in engine.api.containers(all=True, filters={"label": f"{RUN}={run_id()}"})
-    }
+
+    def ours() -> set[str]:  # on the backend this suite runs on (Docker or Podman)
+        return {
+            r.id for r in get_backend().leftovers() if r.kind == "sandbox" and r.run == run_id()
+        }
+
+    before = ours()
     with pytest.raises(ConnectionError, match="endpoint gone"):  # not an ExceptionGroup
         await run_task(task, Broken())  # type: ignore[arg-type]
-    after = {
-        c["Id"] for c in engine.api.containers(all=True, filters={"label": f"{RUN}={run_id()}"})
-    }
+    after = ours()
     assert after <= before  # the agent's and the checker sandbox made ahead are gone
     traj = await agentenv.rollout(task, lambda t: Broken())  # type: ignore[arg-type,return-value]
     assert traj.error is not None and "endpoint gone" in traj.error and traj.reward is None

@@ -9,8 +9,9 @@ from collections.abc import AsyncIterator
 import docker.errors
 import pytest
 
-from agentenv.sandbox import get_engine
-from agentenv.sandbox.images import BASE_IMAGE, resolve_image
+from agentenv.sandbox.docker import get_engine
+from agentenv.sandbox.docker.images import resolve_image
+from agentenv.sandbox.images import BASE_IMAGE
 
 
 @pytest.fixture(scope="session")

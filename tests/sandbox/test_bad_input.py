@@ -9,13 +9,8 @@ import sys
 import pytest
 from pydantic import ValidationError
 
-from agentenv.sandbox import (
-    DockerSandbox,
-    EngineUnavailable,
-    ImageUnavailable,
-    SandboxSpec,
-    connect,
-)
+from agentenv.sandbox import EngineUnavailable, ImageUnavailable, SandboxSpec
+from agentenv.sandbox.docker import DockerSandbox, connect
 
 pytestmark = pytest.mark.anyio
 

@@ -7,7 +7,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 
-from agentenv.sandbox import DockerSandbox, SandboxSpec
+from agentenv.sandbox import SandboxSpec
+from agentenv.sandbox.docker import DockerSandbox
 from agentenv.testing.conformance import *  # noqa: F403
 
 PATHS = ["fast", "docker-exec"]

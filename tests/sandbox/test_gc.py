@@ -19,19 +19,20 @@ import docker.errors
 import pytest
 
 from agentenv.archive import Archive, collect_leftovers
-from agentenv.sandbox import DockerSandbox, SandboxSpec, connect, gc
+from agentenv.sandbox import SandboxSpec, gc
+from agentenv.sandbox.docker import DockerBackend, DockerSandbox, connect
 from agentenv.sandbox.images import BASE_IMAGE
 from agentenv.sandbox.labels import JOB, RUN, job_scope, labels_for, stale_reason
 from tests.helpers import start_script
 
 LEAKER = """
     import json, anyio
-    from agentenv.sandbox import DockerSandbox
+    from agentenv.sandbox.docker import DockerSandbox
 
     async def main():
         boxes = [await DockerSandbox.create() for _ in range(2)]
         snap = await boxes[0].snapshot()
-        print(json.dumps({"containers": [b.id for b in boxes], "image": snap.image_id}), flush=True)
+        print(json.dumps({"containers": [b.id for b in boxes], "image": snap.ref}), flush=True)
         await anyio.sleep(600)
 
     anyio.run(main)
@@ -117,10 +118,10 @@ async def test_gc_takes_a_workdir_volume_whose_sandbox_is_gone_and_no_one_elses(
     engine.api.remove_container(cid, force=True)  # without its volumes, as `docker rm -f` does
     stranger = engine.api.create_volume(labels={"other": "app"})
     try:
-        rows = {r.id: r for r in gc.list_ours(engine)}
+        rows = {r.id: r for r in DockerBackend(engine).leftovers()}
         assert rows[mount["Name"]].kind == "volume" and rows[mount["Name"]].stale
         assert stranger["Name"] not in rows
-        gc.collect(engine)
+        gc.collect(DockerBackend(engine))
         names = {v["Name"] for v in engine.api.volumes()["Volumes"] or []}
         assert mount["Name"] not in names and stranger["Name"] in names
     finally:
@@ -147,7 +148,7 @@ def test_a_job_collects_only_its_own_dead_runs_leftovers() -> None:
         made[name] = engine.api.create_container(BASE_IMAGE, ["true"], labels=labels)["Id"]
     assert JOB not in labels_for("sandbox", ttl_s=600)  # outside the scope: no job label
     try:
-        removed = gc.collect(engine, job="job-a")
+        removed = gc.collect(DockerBackend(engine), job="job-a")
         assert [r.id for r in removed] == [made["dead"]] and removed[0].job == "job-a"
         with pytest.raises(docker.errors.NotFound):
             engine.api.inspect_container(made["dead"])

@@ -9,14 +9,15 @@ from pathlib import Path
 import docker.errors
 import pytest
 
-from agentenv.sandbox import DockerSandbox, ImageUnavailable, SandboxError, SandboxSpec, get_engine
+from agentenv.sandbox import ImageUnavailable, SandboxError, SandboxSpec
+from agentenv.sandbox.docker import DockerSandbox, get_engine
+from agentenv.sandbox.docker.images import resolve_image
 from agentenv.sandbox.images import (
     BASE_IMAGE,
     BASE_PACKAGES,
     PACKAGES_LABEL,
     apt_mirror,
     packages_digest,
-    resolve_image,
 )
 
 pytestmark = pytest.mark.anyio

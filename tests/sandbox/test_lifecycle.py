@@ -13,16 +13,14 @@ import docker.errors
 import pytest
 
 from agentenv.sandbox import (
-    DockerSandbox,
     SandboxClosed,
     SandboxError,
     SandboxPool,
     SandboxSpec,
     SandboxUnavailable,
-    connect,
-    get_engine,
     sandbox,
 )
+from agentenv.sandbox.docker import DockerSandbox, connect, get_engine
 from agentenv.sandbox.labels import RUN
 from tests.helpers import start_script
 

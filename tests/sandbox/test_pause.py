@@ -7,7 +7,8 @@ from collections.abc import AsyncIterator
 import anyio
 import pytest
 
-from agentenv.sandbox import DockerSandbox, SandboxPaused
+from agentenv.sandbox import SandboxPaused
+from agentenv.sandbox.docker import DockerSandbox
 
 pytestmark = pytest.mark.anyio
 
@@ -54,7 +55,7 @@ async def test_commands_refused_while_paused(busy: DockerSandbox) -> None:
 
 
 async def test_engine_reports_paused_state(busy: DockerSandbox) -> None:
-    from agentenv.sandbox import get_engine
+    from agentenv.sandbox.docker import get_engine
 
     engine = await get_engine()
     await busy.pause()

@@ -8,7 +8,8 @@ from collections.abc import AsyncIterator
 import anyio
 import pytest
 
-from agentenv.sandbox import DockerSandbox, SandboxSpec, get_engine
+from agentenv.sandbox import SandboxSpec
+from agentenv.sandbox.docker import DockerSandbox, get_engine
 from agentenv.sandbox.labels import EXPIRES, KIND, OWNER, RUN
 
 pytestmark = pytest.mark.anyio

@@ -5,7 +5,8 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from agentenv.sandbox import DockerSandbox, fork, get_engine, remove_snapshot
+from agentenv.sandbox import fork, remove_snapshot
+from agentenv.sandbox.docker import DockerSandbox, get_engine
 from agentenv.sandbox.labels import KIND, OWNER
 
 pytestmark = pytest.mark.anyio
@@ -40,7 +41,7 @@ async def test_snapshot_image_is_labelled_and_removable() -> None:
     engine = await get_engine()
     async with await DockerSandbox.create() as box:
         snap = await box.snapshot(tag="labelled")
-    labels = (await engine.run(engine.api.inspect_image, snap.image_id))["Config"]["Labels"]
+    labels = (await engine.run(engine.api.inspect_image, snap.ref))["Config"]["Labels"]
     assert labels[KIND] == "snapshot"
     assert labels[OWNER]
     assert snap.tag == "agentenv/snapshot:labelled"
@@ -48,7 +49,7 @@ async def test_snapshot_image_is_labelled_and_removable() -> None:
     import docker.errors
 
     with pytest.raises(docker.errors.ImageNotFound):
-        await engine.run(engine.api.inspect_image, snap.image_id)
+        await engine.run(engine.api.inspect_image, snap.ref)
 
 
 async def test_fork_needs_a_positive_count() -> None:

@@ -11,7 +11,8 @@ from collections.abc import AsyncIterator
 import anyio
 import pytest
 
-from agentenv.sandbox import DockerSandbox, SandboxError, SandboxSpec, get_engine
+from agentenv.sandbox import SandboxError, SandboxSpec
+from agentenv.sandbox.docker import DockerSandbox, get_engine
 
 pytestmark = pytest.mark.anyio
 

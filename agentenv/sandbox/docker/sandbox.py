@@ -9,29 +9,25 @@ that :func:`fork` starts new sandboxes from.
 
 from __future__ import annotations
 
-import contextlib
 import io
 import os
-import tarfile
 import tempfile
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Any, Literal
+from typing import IO, Literal
 
 import anyio
 import docker.errors
 import docker.types
 
 from agentenv.log import get_logger
-from agentenv.sandbox import cgroup, docker_exec
-from agentenv.sandbox.channel import (
-    ExecutorChannel,
-    ExecutorGone,
-)
-from agentenv.sandbox.engine import Engine, get_engine
+from agentenv.sandbox import cgroup
+from agentenv.sandbox.channel import EXECUTOR_ARGV, ExecutorChannel, ExecutorGone, StreamClosed
+from agentenv.sandbox.docker import exec as docker_exec
+from agentenv.sandbox.docker.engine import Engine, get_engine
+from agentenv.sandbox.docker.images import resolve_image
+from agentenv.sandbox.docker.stream import DockerStream
 from agentenv.sandbox.errors import (
     ArchiveTooLarge,
     EngineUnavailable,
@@ -40,24 +36,20 @@ from agentenv.sandbox.errors import (
     SandboxPaused,
     SandboxUnavailable,
 )
-from agentenv.sandbox.images import resolve_image
+from agentenv.sandbox.executors import Executors, check_exec_args
+from agentenv.sandbox.files import numeric_owner, raise_file_error, tmpfs_owner, write_tar
 from agentenv.sandbox.labels import KEPT, OWNER, SNAPSHOT_REPOSITORY, labels_for
 from agentenv.sandbox.protocol import DEFAULT_MAX_OUTPUT, ExecResult, OutputCallback, Snapshot
 from agentenv.sandbox.spec import SandboxSpec
-from agentenv.sandbox.stream import StreamClosed
 
 log = get_logger(__name__)
 
-# How long past a command's own timeout we wait for the executor before suspecting it.
-_EXEC_GRACE_S = 15.0
 # PID 1 is Docker's init (tini), which reaps orphans; this is its one child, idling (by
 # absolute paths: nothing of ours runs through the sandbox's PATH). The
 # executor is not started here: PID 1 holds the container's stdin and stdout, which any
 # process in the sandbox can open through /proc/1/fd, so they cannot carry the protocol.
 _KEEPALIVE = ["/bin/sh", "-c", "trap 'exit 0' TERM; while :; do /bin/sleep 3600 & wait $!; done"]
-_MAX_IDLE_CHANNELS = 4
 _PAUSE_ATTEMPTS = 6
-_FILE_GUARD_S = 300.0  # a file transfer that takes longer means the executor is stuck
 
 
 class DockerSandbox:
@@ -71,8 +63,7 @@ class DockerSandbox:
         self.spec = spec
         self.image = image
         self.exec_mode: Literal["fast", "docker-exec"] = "docker-exec"
-        self._idle: list[ExecutorChannel] = []
-        self._busy: set[ExecutorChannel] = set()
+        self._executors = Executors(self._new_channel, self._unavailable)
         self._paused = False
         self._closed = False
         self._executor_pending = False  # attached while paused: start it on resume
@@ -145,7 +136,7 @@ class DockerSandbox:
         if self.spec.executor == "docker-exec":
             return
         try:
-            self._idle.append(await self._new_channel())
+            await self._executors.prime()
         except ExecutorGone as e:
             if self.spec.user:  # the executor may not have started because the user is bad
                 probe = await docker_exec.run(
@@ -182,26 +173,29 @@ class DockerSandbox:
         self.exec_mode = "fast"
 
     async def _new_channel(self) -> ExecutorChannel:
-        return await ExecutorChannel.start(
-            self._engine, self.id, user=self.spec.user, workdir=self.spec.workdir
+        exec_id = await self._engine.run(
+            self._engine.api.exec_create,
+            self.id,
+            EXECUTOR_ARGV,
+            stdin=True,
+            user=self.spec.user or "",
+            workdir=self.spec.workdir,
         )
+        sock = await self._engine.run(self._engine.api.exec_start, exec_id, socket=True)
+        return await ExecutorChannel.open(DockerStream(sock))
 
     def detach(self) -> None:
         """Let go of the sandbox without removing it (a suspended rollout that another
         handle or process will :meth:`attach` to); this object refuses further calls."""
         self._closed = True
-        for channel in [*self._idle, *self._busy]:
-            channel.close()
-        self._idle.clear()
+        self._executors.close()
 
     async def close(self) -> None:
         """Remove the container (and everything running in it). Idempotent."""
         if self._closed:
             return
         self._closed = True
-        for channel in [*self._idle, *self._busy]:
-            channel.close()
-        self._idle.clear()
+        self._executors.close()
         with anyio.CancelScope(shield=True):
             try:
                 await self._engine.run(
@@ -246,12 +240,7 @@ class DockerSandbox:
         in the middle and sets ``truncated``. ``user`` (``uid[:gid]``) runs it as another
         user: the executor drops to it, which needs CAP_SETUID and CAP_SETGID."""
         self._check_usable()
-        if isinstance(cmd, list) and (not cmd or not all(isinstance(a, str) for a in cmd)):
-            raise TypeError(f"cmd must be a string or a non-empty list of strings, got {cmd!r}")
-        if env and not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
-            raise TypeError(f"env keys and values must be strings, got {env!r}")
-        if timeout is not None and timeout <= 0:
-            raise ValueError(f"timeout must be positive, got {timeout}")
+        check_exec_args(cmd, env, timeout)
         if self.exec_mode == "docker-exec":
             try:
                 result = await docker_exec.run(
@@ -273,39 +262,16 @@ class DockerSandbox:
                 # Killed: by the OOM killer or the like (a result), or with its container?
                 await self._raise_if_stopped()
             return result
-        header: dict[str, Any] = {
-            "timeout": timeout,
-            "cwd": cwd,
-            "env": env or {},
-            "max_output": max_output,
-            "user": user,
-        }
-        header["shell" if isinstance(cmd, str) else "argv"] = cmd
-        guard = timeout + _EXEC_GRACE_S if timeout is not None else None
-        async with self._channel() as channel:
-            with anyio.move_on_after(guard):
-                return await channel.exec(header, stdin, on_output)
-            channel.close()
-            raise await self._unavailable(TimeoutError(f"executor silent {guard:.0f}s after start"))
-
-    @asynccontextmanager
-    async def _channel(self) -> AsyncIterator[ExecutorChannel]:
-        """An idle executor, or a new one when all are busy (commands run concurrently)."""
-        try:
-            channel = self._idle.pop() if self._idle else await self._new_channel()
-        except (ExecutorGone, docker.errors.APIError) as e:
-            raise await self._unavailable(e) from e
-        self._busy.add(channel)
-        try:
-            yield channel
-        except ExecutorGone as e:
-            raise await self._unavailable(e) from e
-        finally:
-            self._busy.discard(channel)
-            if channel.broken or self._closed or len(self._idle) >= _MAX_IDLE_CHANNELS:
-                channel.close()
-            else:
-                self._idle.append(channel)
+        return await self._executors.exec(
+            cmd,
+            timeout=timeout,
+            cwd=cwd,
+            env=env,
+            stdin=stdin,
+            max_output=max_output,
+            on_output=on_output,
+            user=user,
+        )
 
     async def _raise_if_stopped(self) -> None:
         error = await self._unavailable(StreamClosed("killed"))
@@ -356,11 +322,7 @@ class DockerSandbox:
         as for a local file."""
         self._check_usable()
         if self.exec_mode == "fast":
-            async with self._channel() as channel:
-                with anyio.move_on_after(_FILE_GUARD_S):
-                    _, data = await channel.request({"op": "read", "path": path})
-                    return data
-                raise await self._unavailable(TimeoutError(f"read_file({path!r}) got no answer"))
+            return await self._executors.read_file(path)
         script = (
             'if [ ! -e "$1" ]; then exit 3; elif [ -d "$1" ]; then exit 4; '
             'elif [ ! -f "$1" ]; then echo "not a regular file" >&2; exit 5; fi; exec cat -- "$1"'
@@ -368,23 +330,20 @@ class DockerSandbox:
         result = await self.exec(
             ["/bin/sh", "-c", script, "sh", path], timeout=None, max_output=1 << 62
         )
-        _raise_file_error(result, path, {3: FileNotFoundError, 4: IsADirectoryError})
+        raise_file_error(result, path, {3: FileNotFoundError, 4: IsADirectoryError})
         return result.stdout_bytes
 
     async def write_file(self, path: str, data: bytes, mode: int = 0o644) -> None:
         """Create or replace ``path`` (parents created) with ``data``, atomically."""
         self._check_usable()
         if self.exec_mode == "fast":
-            async with self._channel() as channel:
-                with anyio.move_on_after(_FILE_GUARD_S):
-                    await channel.request({"op": "write", "path": path, "mode": mode}, data)
-                    return
-                raise await self._unavailable(TimeoutError(f"write_file({path!r}) got no answer"))
+            await self._executors.write_file(path, data, mode)
+            return
         script = 'mkdir -p -- "$(dirname -- "$1")" && cat > "$1" && chmod "$2" "$1"'
         result = await self.exec(
             ["/bin/sh", "-c", script, "sh", path, f"{mode:o}"], stdin=data, timeout=None
         )
-        _raise_file_error(result, path, {})
+        raise_file_error(result, path, {})
 
     async def upload(self, src: Path, dest: str) -> None:
         """Copy the host folder ``src``'s contents (or the file ``src``) into the folder
@@ -394,14 +353,14 @@ class DockerSandbox:
         if not src.exists():
             raise FileNotFoundError(2, "no such file or folder to upload", str(src))
         made = await self.exec(["mkdir", "-p", "--", dest], timeout=60)
-        _raise_file_error(made, dest, {})
-        owner = _numeric_owner(self.spec.user)
+        raise_file_error(made, dest, {})
+        owner = numeric_owner(self.spec.user)
 
         def send() -> None:
             # Built in an unnamed file and sent from it in chunks, in a worker thread: a
             # big folder would stall the event loop, and must not be held in memory.
             with tempfile.TemporaryFile() as file:
-                _write_tar(file, src, owner)
+                write_tar(file, src, owner)
                 file.seek(0)
                 self._engine.api.put_archive(self.id, dest, file)
 
@@ -551,7 +510,11 @@ class DockerSandbox:
         image_id = str(result["Id"])
         spec = self.spec.model_copy(update={"image": image_id, "dockerfile": None})
         return Snapshot(
-            image_id=image_id, tag=f"{SNAPSHOT_REPOSITORY}:{tag}", spec=spec, source_id=self.id
+            ref=image_id,
+            backend=self.spec.backend,
+            tag=f"{SNAPSHOT_REPOSITORY}:{tag}",
+            spec=spec,
+            source_id=self.id,
         )
 
 
@@ -570,7 +533,7 @@ async def _create_container(engine: Engine, spec: SandboxSpec, image: str) -> st
         # The only writable places, both bounded: the workdir, a tmpfs-backed volume that
         # the engine fills from the image's workdir and that `docker cp` (upload, download)
         # reaches, and /tmp. Counted against the memory limit, as tmpfs is.
-        owner = _tmpfs_owner(spec.user)
+        owner = tmpfs_owner(spec.user)
         for target in (spec.workdir, *spec.scratch):
             mounts.append(
                 docker.types.Mount(
@@ -606,6 +569,7 @@ async def _create_container(engine: Engine, spec: SandboxSpec, image: str) -> st
         memswap_limit=spec.memory,  # no swap: a memory hog is OOM-killed, not slowed to a crawl
         nano_cpus=int(spec.cpus * 1e9),
         init=True,
+        runtime=spec.options.get("runtime"),
     )
     try:
         created = await engine.run(
@@ -629,90 +593,7 @@ async def _create_container(engine: Engine, spec: SandboxSpec, image: str) -> st
     return str(created["Id"])
 
 
-def _tmpfs_owner(user: str | None) -> str:
-    """Mount options making a numeric ``uid[:gid]`` own the workdir volume's root."""
-    if not user:
-        return ""
-    uid, _, gid = user.partition(":")
-    if not uid.isdigit() or (gid and not gid.isdigit()):
-        return ""  # a name: the engine resolves it, we cannot; the owner is fixed on upload
-    return f",uid={uid},gid={gid or uid}"
-
-
-def _numeric_owner(user: str | None) -> tuple[int, int]:
-    """The uid and gid uploaded files get: the sandbox's user when numeric, else root (the
-    host user's uid means nothing in the sandbox, and makes git refuse the repo)."""
-    uid, _, gid = (user or "0").partition(":")
-    if not uid.isdigit() or (gid and not gid.isdigit()):
-        return 0, 0
-    return int(uid), int(gid or uid)
-
-
-def _write_tar(file: IO[bytes], src: Path, owner: tuple[int, int] = (0, 0)) -> None:
-    def own(info: tarfile.TarInfo) -> tarfile.TarInfo:
-        info.uid, info.gid = owner
-        info.uname = info.gname = ""
-        return info
-
-    with tarfile.open(fileobj=file, mode="w") as tar:
-        if src.is_dir():
-            for child in sorted(src.iterdir()):
-                tar.add(child, arcname=child.name, filter=own)
-        else:
-            tar.add(src, arcname=src.name, filter=own)
-
-
 def _describe(e: BaseException) -> str:
     if isinstance(e, docker.errors.APIError) and e.explanation:
         return str(e.explanation)
     return f"{type(e).__name__}: {e}"
-
-
-def _raise_file_error(result: ExecResult, path: str, codes: dict[int, type[OSError]]) -> None:
-    if result.exit_code == 0:
-        return
-    message = result.stderr.strip() or f"exit code {result.exit_code}"
-    error = codes.get(result.exit_code)
-    if error is None:
-        error = PermissionError if "ermission denied" in message else OSError
-    raise error(result.exit_code, message, path)
-
-
-@asynccontextmanager
-async def sandbox(
-    spec: SandboxSpec | None = None, *, engine: Engine | None = None
-) -> AsyncIterator[DockerSandbox]:
-    """``async with sandbox(spec) as sb:`` — a sandbox removed when the block ends."""
-    box = await DockerSandbox.create(spec, engine=engine)
-    async with box:
-        yield box
-
-
-async def fork(snapshot: Snapshot, n: int, *, engine: Engine | None = None) -> list[DockerSandbox]:
-    """Start ``n`` independent sandboxes from ``snapshot``; all or none."""
-    if n < 1:
-        raise ValueError(f"n must be at least 1, got {n}")
-    engine = engine or await get_engine()
-    boxes: list[DockerSandbox | None] = [None] * n
-
-    async def one(i: int) -> None:
-        boxes[i] = await DockerSandbox.create(snapshot.spec, engine=engine)
-
-    try:
-        async with anyio.create_task_group() as tg:
-            for i in range(n):
-                tg.start_soon(one, i)
-    except BaseException:
-        with anyio.CancelScope(shield=True):
-            for box in boxes:
-                if box is not None:
-                    await box.close()
-        raise
-    return [box for box in boxes if box is not None]
-
-
-async def remove_snapshot(snapshot: Snapshot, *, engine: Engine | None = None) -> None:
-    """Delete a snapshot's image (sandboxes forked from it must be closed first)."""
-    engine = engine or await get_engine()
-    with contextlib.suppress(docker.errors.ImageNotFound):
-        await engine.run(engine.api.remove_image, snapshot.image_id, force=True)

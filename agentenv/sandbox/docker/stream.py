@@ -17,17 +17,16 @@ from typing import Any, TypeVar
 
 import anyio
 
+from agentenv.sandbox.channel import StreamClosed
+
 T = TypeVar("T")
 _HEADER = struct.Struct(">BxxxI")
 STDOUT, STDERR = 1, 2
 
 
-class StreamClosed(Exception):
-    """The other end closed the stream (the process exited or the container died)."""
-
-
 class DockerStream:
-    """One attached exec stream: write to the process's stdin, read its stdout and stderr."""
+    """One attached exec stream: write to the process's stdin, read its stdout and stderr
+    (a :class:`~agentenv.sandbox.channel.ByteStream`)."""
 
     def __init__(self, sock: Any):
         # docker-py returns a SocketIO wrapper for unix sockets; we want the socket itself.

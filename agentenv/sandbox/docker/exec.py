@@ -15,10 +15,11 @@ import uuid
 
 import anyio
 
-from agentenv.sandbox.engine import Engine
+from agentenv.sandbox.channel import StreamClosed
+from agentenv.sandbox.docker.engine import Engine
+from agentenv.sandbox.docker.stream import STDERR, DockerStream
 from agentenv.sandbox.executor_server import HeadTail
 from agentenv.sandbox.protocol import ExecResult, OutputCallback
-from agentenv.sandbox.stream import STDERR, DockerStream, StreamClosed
 
 _WRAPPER = r"""
 if [ -n "$AGENTENV_CWD" ]; then

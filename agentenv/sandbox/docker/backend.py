@@ -1,0 +1,105 @@
+"""The Docker backend: :class:`DockerBackend` makes :class:`DockerSandbox` objects on a
+Docker engine (``DOCKER_HOST``, else the local socket) and is the only place, with the
+modules beside it, that speaks the Docker API or sees ``docker.errors``."""
+
+from __future__ import annotations
+
+import contextlib
+
+import docker.errors
+
+from agentenv.sandbox import labels as L
+from agentenv.sandbox.backend import Leftover, fork_by_creating
+from agentenv.sandbox.docker.engine import Engine, connect, get_engine
+from agentenv.sandbox.docker.sandbox import DockerSandbox
+from agentenv.sandbox.errors import SandboxError
+from agentenv.sandbox.gc import leftover
+from agentenv.sandbox.protocol import Sandbox, Snapshot
+from agentenv.sandbox.spec import SandboxSpec
+
+OPTIONS = frozenset({"runtime"})
+"""The ``SandboxSpec.options`` Docker understands: ``runtime``, the engine's OCI runtime."""
+
+
+def check_options(spec: SandboxSpec, known: frozenset[str] = OPTIONS) -> None:
+    """Refuse options a backend does not know (a typo must not be silently ignored)."""
+    unknown = sorted(set(spec.options) - known)
+    if unknown:
+        raise SandboxError(
+            f"the {spec.backend} backend has no option {', '.join(map(repr, unknown))}; "
+            f"it knows: {', '.join(sorted(known))}"
+        )
+
+
+class DockerBackend:
+    """Sandboxes as Docker containers, snapshots as images. Give it an :class:`Engine` to
+    use one other than the default (the tests' private engines do)."""
+
+    name = "docker"
+
+    def __init__(self, engine: Engine | None = None):
+        self._engine = engine
+
+    async def _get_engine(self) -> Engine:
+        return self._engine or await get_engine()
+
+    async def create(self, spec: SandboxSpec) -> Sandbox:
+        """A new running container sandbox (see :meth:`DockerSandbox.create`)."""
+        check_options(spec)
+        return await DockerSandbox.create(spec, engine=await self._get_engine())
+
+    async def attach(self, sandbox_id: str, spec: SandboxSpec) -> Sandbox:
+        """Take over a container sandbox (see :meth:`DockerSandbox.attach`)."""
+        return await DockerSandbox.attach(sandbox_id, spec, engine=await self._get_engine())
+
+    async def fork(self, snapshot: Snapshot, n: int) -> list[Sandbox]:
+        """``n`` containers from the snapshot's image, created at once; all or none."""
+        return await fork_by_creating(self, snapshot, n)
+
+    async def remove_snapshot(self, snapshot: Snapshot) -> None:
+        """Delete the snapshot's image."""
+        engine = await self._get_engine()
+        with contextlib.suppress(docker.errors.ImageNotFound):
+            await engine.run(engine.api.remove_image, snapshot.ref, force=True)
+
+    def leftovers(self) -> list[Leftover]:
+        """Our containers, snapshot images and orphaned workdir volumes. Blocking."""
+        api = (self._engine or connect()).api
+        rows = []
+        for c in api.containers(all=True, filters={"label": L.OWNER}):
+            name = (c.get("Names") or ["?"])[0].lstrip("/")
+            rows.append(leftover("sandbox", c["Id"], name, c.get("State", "?"), c["Labels"] or {}))
+        for image in api.images(filters={"label": f"{L.KIND}=snapshot"}):
+            tags = [t for t in image.get("RepoTags") or [] if t != "<none>:<none>"]
+            if tags and not any(t.startswith(f"{L.SNAPSHOT_REPOSITORY}:") for t in tags):
+                continue  # built FROM a snapshot by someone: it inherited our labels
+            name = (tags or ["<untagged>"])[0]
+            rows.append(leftover("snapshot", image["Id"], name, "image", image["Labels"] or {}))
+        # a read-only sandbox's workdir volume goes with its container; one whose container
+        # was removed without it (by hand, or by an engine that died) is always collectable
+        found = api.volumes(filters={"label": L.OWNER, "dangling": True}) or {}
+        for volume in found.get("Volumes") or []:
+            name = volume["Name"]
+            row = leftover("volume", name, name[:12], "unused", volume.get("Labels") or {})
+            rows.append(row.model_copy(update={"stale": row.stale or "its sandbox is gone"}))
+        return rows
+
+    def remove(self, leftover: Leftover) -> bool:
+        """Remove a container (with its volumes), a volume or an image. Blocking."""
+        api = (self._engine or connect()).api
+        try:
+            if leftover.kind == "sandbox":
+                api.remove_container(leftover.id, force=True, v=True)
+            elif leftover.kind == "volume":
+                api.remove_volume(leftover.id)
+            else:
+                api.remove_image(leftover.id, force=True)
+        except docker.errors.NotFound:
+            return True
+        except docker.errors.APIError:
+            return False  # an image still used by someone else's container: kept
+        return True
+
+
+backend = DockerBackend()
+"""The default Docker backend (``get_backend("docker")``)."""

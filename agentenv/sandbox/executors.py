@@ -1,0 +1,128 @@
+"""The fast path any backend reuses: a sandbox's executor processes, kept open and shared.
+
+A backend gives :class:`Executors` two things: how to start one executor (an exec of
+:data:`~agentenv.sandbox.channel.EXECUTOR_ARGV` as the sandbox's user, wrapped in an
+:class:`~agentenv.sandbox.channel.ExecutorChannel`) and how to explain a failure (what
+became of the sandbox). Commands, file reads and writes then go through idle executors, a new
+one opening when all are busy so that commands run concurrently.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+
+from agentenv.sandbox.channel import ExecutorChannel, ExecutorGone, StreamClosed
+from agentenv.sandbox.errors import SandboxError
+from agentenv.sandbox.protocol import ExecResult, OutputCallback
+
+# How long past a command's own timeout we wait for the executor before suspecting it.
+_EXEC_GRACE_S = 15.0
+_MAX_IDLE = 4
+_FILE_GUARD_S = 300.0  # a file transfer that takes longer means the executor is stuck
+
+StartExecutor = Callable[[], Awaitable[ExecutorChannel]]
+ExplainFailure = Callable[[BaseException], Awaitable[SandboxError]]
+
+
+def check_exec_args(
+    cmd: str | list[str], env: dict[str, str] | None, timeout: float | None
+) -> None:
+    """Refuse arguments no backend can run (raised before anything is sent)."""
+    if isinstance(cmd, list) and (not cmd or not all(isinstance(a, str) for a in cmd)):
+        raise TypeError(f"cmd must be a string or a non-empty list of strings, got {cmd!r}")
+    if env and not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
+        raise TypeError(f"env keys and values must be strings, got {env!r}")
+    if timeout is not None and timeout <= 0:
+        raise ValueError(f"timeout must be positive, got {timeout}")
+
+
+class Executors:
+    """The executors of one sandbox. ``start`` opens a new one; ``explain`` turns a failure
+    into the error to raise (the sandbox died, was closed, or only the executor did)."""
+
+    def __init__(self, start: StartExecutor, explain: ExplainFailure):
+        self._start = start
+        self._explain = explain
+        self._idle: list[ExecutorChannel] = []
+        self._busy: set[ExecutorChannel] = set()
+        self._closed = False
+
+    async def prime(self) -> None:
+        """Start the first executor now; raises :class:`ExecutorGone` if none can run."""
+        self._idle.append(await self._start())
+
+    def close(self) -> None:
+        """Close every executor (each kills what it was running); later calls fail."""
+        self._closed = True
+        for channel in [*self._idle, *self._busy]:
+            channel.close()
+        self._idle.clear()
+
+    @asynccontextmanager
+    async def _channel(self) -> AsyncIterator[ExecutorChannel]:
+        """An idle executor, or a new one when all are busy."""
+        try:
+            channel = self._idle.pop() if self._idle else await self._start()
+        except SandboxError:
+            raise
+        except (ExecutorGone, StreamClosed, OSError) as e:
+            raise await self._explain(e) from e
+        self._busy.add(channel)
+        try:
+            yield channel
+        except ExecutorGone as e:
+            raise await self._explain(e) from e
+        finally:
+            self._busy.discard(channel)
+            if channel.broken or self._closed or len(self._idle) >= _MAX_IDLE:
+                channel.close()
+            else:
+                self._idle.append(channel)
+
+    async def exec(
+        self,
+        cmd: str | list[str],
+        *,
+        timeout: float | None,
+        cwd: str | None,
+        env: dict[str, str] | None,
+        stdin: bytes | None,
+        max_output: int,
+        on_output: OutputCallback | None,
+        user: str | None,
+    ) -> ExecResult:
+        """Run one command in an executor (see :meth:`Sandbox.exec`)."""
+        header: dict[str, Any] = {
+            "timeout": timeout,
+            "cwd": cwd,
+            "env": env or {},
+            "max_output": max_output,
+            "user": user,
+        }
+        header["shell" if isinstance(cmd, str) else "argv"] = cmd
+        guard = timeout + _EXEC_GRACE_S if timeout is not None else None
+        async with self._channel() as channel:
+            with anyio.move_on_after(guard):
+                return await channel.exec(header, stdin, on_output)
+            channel.close()
+            raise await self._explain(TimeoutError(f"executor silent {guard:.0f}s after start"))
+
+    async def read_file(self, path: str) -> bytes:
+        """A file's bytes, read by an executor."""
+        async with self._channel() as channel:
+            with anyio.move_on_after(_FILE_GUARD_S):
+                _, data = await channel.request({"op": "read", "path": path})
+                return data
+            raise await self._explain(TimeoutError(f"read_file({path!r}) got no answer"))
+
+    async def write_file(self, path: str, data: bytes, mode: int) -> None:
+        """Create or replace a file, atomically, by an executor."""
+        async with self._channel() as channel:
+            with anyio.move_on_after(_FILE_GUARD_S):
+                await channel.request({"op": "write", "path": path, "mode": mode}, data)
+                return
+            raise await self._explain(TimeoutError(f"write_file({path!r}) got no answer"))

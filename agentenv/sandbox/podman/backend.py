@@ -1,0 +1,99 @@
+"""The Podman backend: :class:`PodmanBackend` makes :class:`PodmanSandbox` objects with the
+``podman`` command (rootful, no daemon). Written from ``docs/backends.md``."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+
+import anyio
+
+from agentenv.sandbox import labels as L
+from agentenv.sandbox.backend import Leftover, fork_by_creating
+from agentenv.sandbox.errors import SandboxError
+from agentenv.sandbox.gc import leftover
+from agentenv.sandbox.podman.cli import NoSuchObject, podman, podman_sync
+from agentenv.sandbox.podman.sandbox import PodmanSandbox
+from agentenv.sandbox.protocol import Sandbox, Snapshot
+from agentenv.sandbox.spec import SandboxSpec
+
+OPTIONS = frozenset({"runtime"})
+"""The ``SandboxSpec.options`` Podman understands: ``runtime``, the OCI runtime (crun, runc)."""
+
+
+class PodmanBackend:
+    """Sandboxes as Podman containers, snapshots as images in Podman's storage."""
+
+    name = "podman"
+
+    def __init__(self, creations: int = 4):
+        self._creations = creations
+        self._limiters: dict[int, anyio.CapacityLimiter] = {}
+
+    def _limiter(self) -> anyio.CapacityLimiter:
+        # one per event loop: a limiter belongs to the loop that made it
+        loop = id(asyncio.get_running_loop())
+        if loop not in self._limiters:
+            self._limiters = {loop: anyio.CapacityLimiter(self._creations)}
+        return self._limiters[loop]
+
+    async def create(self, spec: SandboxSpec) -> Sandbox:
+        """A new running container sandbox."""
+        unknown = sorted(set(spec.options) - OPTIONS)
+        if unknown:
+            raise SandboxError(
+                f"the podman backend has no option {', '.join(map(repr, unknown))}; "
+                f"it knows: {', '.join(sorted(OPTIONS))}"
+            )
+        return await PodmanSandbox.create(spec, self._limiter())
+
+    async def attach(self, sandbox_id: str, spec: SandboxSpec) -> Sandbox:
+        """Take over a container sandbox made before, running or paused."""
+        return await PodmanSandbox.attach(sandbox_id, spec)
+
+    async def fork(self, snapshot: Snapshot, n: int) -> list[Sandbox]:
+        """``n`` containers from the snapshot's image, created at once; all or none."""
+        return await fork_by_creating(self, snapshot, n)
+
+    async def remove_snapshot(self, snapshot: Snapshot) -> None:
+        """Delete the snapshot's image."""
+        with contextlib.suppress(NoSuchObject):
+            await podman("rmi", "--force", snapshot.ref)
+
+    def leftovers(self) -> list[Leftover]:
+        """Our containers and snapshot images. Blocking."""
+        rows = []
+        found = json.loads(
+            podman_sync("ps", "--all", "--filter", f"label={L.OWNER}", "--format", "json") or b"[]"
+        )
+        for c in found or []:
+            name = (c.get("Names") or ["?"])[0]
+            rows.append(
+                leftover("sandbox", c["Id"], name, c.get("State", "?"), c.get("Labels") or {})
+            )
+        images = podman_sync("images", "--filter", f"label={L.KIND}=snapshot", "--format", "json")
+        for image in json.loads(images or b"[]") or []:
+            tags = image.get("Names") or []
+            if tags and not any(f"{L.SNAPSHOT_REPOSITORY}:" in t for t in tags):
+                continue  # built FROM a snapshot by someone: it inherited our labels
+            name = (tags or ["<untagged>"])[0]
+            rows.append(leftover("snapshot", image["Id"], name, "image", image.get("Labels") or {}))
+        return rows
+
+    def remove(self, leftover: Leftover) -> bool:
+        """Remove a container or an image. Blocking."""
+        try:
+            if leftover.kind == "sandbox":
+                podman_sync("rm", "--force", "--time", "0", "--volumes", leftover.id)
+            else:
+                podman_sync("rmi", "--force", leftover.id)
+        except NoSuchObject:
+            return True
+        except SandboxError:
+            return False
+        return True
+
+
+backend = PodmanBackend()
+"""The default Podman backend (``get_backend("podman")``)."""

@@ -1,0 +1,104 @@
+"""Images in Podman's local storage: resolve a sandbox's image (present, or built from its
+Dockerfile, never pulled: an offline host has no registry), and put the offline base image
+there (copied from a local Docker engine when it has it, else built with debootstrap)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from agentenv.log import get_logger
+from agentenv.sandbox.errors import ImageUnavailable, SandboxError
+from agentenv.sandbox.images import (
+    BASE_IMAGE,
+    BASE_PACKAGES,
+    CONTEXT_LABEL,
+    PACKAGES_LABEL,
+    base_changes,
+    base_rootfs,
+    context_digest,
+    packages_digest,
+)
+from agentenv.sandbox.podman.cli import NoSuchObject, podman, podman_path, podman_sync
+
+log = get_logger(__name__)
+
+
+async def _labels(image: str) -> dict[str, str] | None:
+    """The image's labels, or ``None`` when there is no such image."""
+    try:
+        found = json.loads(await podman("image", "inspect", image))
+    except NoSuchObject:
+        return None
+    info = found[0] if isinstance(found, list) else found
+    return dict(info.get("Labels") or (info.get("Config") or {}).get("Labels") or {})
+
+
+async def resolve_image(image: str, dockerfile: Path | None = None) -> str:
+    """Make ``image`` present and return its name: present, or built from ``dockerfile``."""
+    labels = await _labels(image)
+    if labels is not None and (
+        dockerfile is None or labels.get(CONTEXT_LABEL) == context_digest(dockerfile)
+    ):
+        return image
+    if dockerfile is None:
+        hint = " Put it there with `agentenv doctor --fix --backend podman`."
+        raise ImageUnavailable(
+            f"image {image!r} is not in Podman's storage and no Dockerfile was given to "
+            f"build it (the podman backend never pulls).{hint if image == BASE_IMAGE else ''}"
+        )
+    dockerfile = Path(dockerfile).resolve()
+    if not dockerfile.is_file():
+        raise ImageUnavailable(f"cannot build {image!r}: Dockerfile {dockerfile} does not exist")
+    log.info("image.build", image=image, dockerfile=str(dockerfile))
+    try:
+        await podman(
+            "build", "--pull=never", "--quiet", "--tag", image,
+            "--label", f"{CONTEXT_LABEL}={context_digest(dockerfile)}",
+            "--file", str(dockerfile), str(dockerfile.parent),
+        )  # fmt: skip
+    except SandboxError as e:
+        raise ImageUnavailable(f"building {image!r} from {dockerfile} failed: {e}") from e
+    return image
+
+
+def base_image_state() -> tuple[bool, str]:
+    """Whether Podman has the base image, built from today's package list, in words."""
+    try:
+        found = json.loads(podman_sync("image", "inspect", BASE_IMAGE))
+    except NoSuchObject:
+        return False, "missing"
+    labels = (found[0] if isinstance(found, list) else found).get("Labels") or {}
+    if labels.get(PACKAGES_LABEL) == packages_digest():
+        return True, "present"
+    return False, "present but outdated (package list changed)"
+
+
+def put_base_image(*, mirror: str | None = None) -> str:
+    """Put the base image into Podman's storage: from a local Docker engine that has it
+    up to date (``docker save | podman load``, seconds), else built with debootstrap and
+    ``podman import`` (minutes). Blocking."""
+    docker = shutil.which("docker")
+    if docker is not None:
+        probe = subprocess.run(
+            [docker, "image", "inspect", "--format",
+             f'{{{{index .Config.Labels "{PACKAGES_LABEL}"}}}}', BASE_IMAGE],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        if probe.returncode == 0 and probe.stdout.strip() == packages_digest():
+            save = subprocess.Popen([docker, "save", BASE_IMAGE], stdout=subprocess.PIPE)
+            load = subprocess.run(
+                [podman_path(), "load", "--quiet"], stdin=save.stdout, capture_output=True
+            )
+            save.wait()
+            if load.returncode == 0 and save.returncode == 0:
+                return BASE_IMAGE
+            log.info("image.copy_failed", error=load.stderr.decode(errors="replace")[-500:])
+    with tempfile.TemporaryDirectory(prefix="agentenv-base-") as tmp:
+        tarball = base_rootfs(Path(tmp), mirror=mirror, packages=BASE_PACKAGES)
+        changes = [a for c in base_changes(BASE_PACKAGES) for a in ("--change", c)]
+        podman_sync("import", "--quiet", *changes, str(tarball), BASE_IMAGE)
+    return BASE_IMAGE

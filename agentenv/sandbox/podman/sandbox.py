@@ -1,0 +1,463 @@
+"""``PodmanSandbox``: the :class:`~agentenv.sandbox.protocol.Sandbox` protocol on Podman
+(rootful, daemonless), driven through the ``podman`` command.
+
+The same security defaults as Docker's (no network, no capabilities, no new privileges, an
+init as PID 1, bounded pids, memory and CPU; a read-only root with bounded tmpfs workdir and
+``/tmp``), and the same fast path: the in-sandbox executor, spoken to over the pipes of one
+``podman exec -i`` (:class:`~agentenv.sandbox.executors.Executors`). Where Podman differs,
+the code says so; ``docs/backends.md`` lists the differences.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any
+
+import anyio
+
+from agentenv.log import get_logger
+from agentenv.sandbox import cgroup
+from agentenv.sandbox.channel import EXECUTOR_ARGV, ExecutorChannel, ExecutorGone
+from agentenv.sandbox.errors import (
+    ArchiveTooLarge,
+    SandboxClosed,
+    SandboxError,
+    SandboxPaused,
+    SandboxUnavailable,
+)
+from agentenv.sandbox.executors import Executors, check_exec_args
+from agentenv.sandbox.files import numeric_owner, raise_file_error, write_tar
+from agentenv.sandbox.labels import KEPT, OWNER, SNAPSHOT_REPOSITORY, labels_for
+from agentenv.sandbox.podman.cli import NoSuchObject, podman, podman_path
+from agentenv.sandbox.podman.images import resolve_image
+from agentenv.sandbox.podman.stream import ProcessStream
+from agentenv.sandbox.protocol import DEFAULT_MAX_OUTPUT, ExecResult, OutputCallback, Snapshot
+from agentenv.sandbox.spec import SandboxSpec
+
+log = get_logger(__name__)
+
+# PID 1 is Podman's init (catatonit); this is its one child, idling (see the Docker backend).
+_KEEPALIVE = ["/bin/sh", "-c", "trap 'exit 0' TERM; while :; do /bin/sleep 3600 & wait $!; done"]
+_NSREAD = str(Path(__file__).with_name("nsread.py"))
+_CHUNK = 1 << 20
+_PAUSE_ATTEMPTS = 6
+# Podman asks for more open files and processes than a container under a lowered hard limit
+# (this CI's) may have, and then cannot start it; ask for what this host allows instead.
+_NPROC_CAP = 32768
+
+
+def _ulimits() -> list[str]:
+    nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    nproc = resource.getrlimit(resource.RLIMIT_NPROC)[1]
+    nofile = 1 << 20 if nofile == resource.RLIM_INFINITY else min(nofile, 1 << 20)
+    nproc = _NPROC_CAP if nproc == resource.RLIM_INFINITY else min(nproc, _NPROC_CAP)
+    return ["--ulimit", f"nofile={nofile}:{nofile}", "--ulimit", f"nproc={nproc}:{nproc}"]
+
+
+class PodmanSandbox:
+    """A sandbox in a Podman container. Made by :class:`PodmanBackend`; an async context
+    manager that removes it on exit."""
+
+    def __init__(self, container_id: str, spec: SandboxSpec, image: str):
+        self.id = container_id
+        self.spec = spec
+        self.image = image
+        self.exec_mode = "fast"
+        self._executors = Executors(self._new_channel, self._unavailable)
+        self._paused = False
+        self._closed = False
+        self._executor_pending = False  # attached while paused: start it on resume
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    @classmethod
+    async def create(cls, spec: SandboxSpec, limiter: anyio.CapacityLimiter) -> PodmanSandbox:
+        """Create and start a sandbox; the caller must ``close()`` it."""
+        if spec.executor == "docker-exec":
+            raise SandboxError(
+                "the podman backend runs commands through the in-sandbox executor only "
+                "(executor='auto' or 'fast'; the image needs python3)"
+            )
+        image = await resolve_image(spec.image, spec.dockerfile)
+        started = time.monotonic()
+        with anyio.CancelScope(shield=True):  # a cancellation here would leak the container
+            async with limiter:
+                container_id = (await podman(*_create_args(spec, image))).decode().strip()
+                box = cls(container_id, spec, image)
+                try:
+                    await podman("start", container_id)
+                    await box._make_folders()
+                    await box._start_executor()
+                except BaseException:
+                    await box.close()
+                    raise
+        log.debug("sandbox.created", id=box.id[:12], s=time.monotonic() - started)
+        return box
+
+    @classmethod
+    async def attach(cls, container_id: str, spec: SandboxSpec) -> PodmanSandbox:
+        """Take over a sandbox made before (running or paused); see the backend."""
+        try:
+            info = await _inspect(container_id)
+        except NoSuchObject as e:
+            raise SandboxUnavailable(f"sandbox {container_id[:12]} no longer exists") from e
+        labels = (info.get("Config") or {}).get("Labels") or {}
+        if OWNER not in labels:
+            raise SandboxError(f"container {container_id[:12]} is not an agentenv sandbox")
+        state = info.get("State") or {}
+        if not (state.get("Running") or state.get("Paused")):  # Podman: paused is not running
+            raise SandboxUnavailable(
+                f"sandbox {container_id[:12]} is {state.get('Status', 'not running')}"
+            )
+        box = cls(str(info["Id"]), spec, str(info.get("ImageName") or spec.image))
+        if state.get("Paused"):
+            box._paused = box._executor_pending = True
+        else:
+            await box._start_executor()
+        return box
+
+    async def _make_folders(self) -> None:
+        """Make the workdir where the image lacks it (Docker makes it; Podman refuses to
+        start in a missing one), and give a read-only sandbox's tmpfs folders to a numeric
+        sandbox user (Podman's tmpfs mounts take no uid/gid, and the sandbox has no
+        CAP_CHOWN): one privileged exec of the image's tools before anything of the
+        agent's has run."""
+        folders = [self.spec.workdir, *self.spec.scratch]
+        script = 'mkdir -p -- "$@"'
+        uid, gid = numeric_owner(self.spec.user)
+        if self.spec.read_only and (uid, gid) != (0, 0):
+            script += f' && chown {uid}:{gid} -- "$@"'
+        argv = ["/bin/sh", "-c", script, "sh", *folders]
+        await podman("exec", "--privileged", "--user", "0:0", self.id, *argv)
+
+    async def _start_executor(self) -> None:
+        try:
+            await self._executors.prime()
+        except ExecutorGone as e:
+            said = e.stderr.decode(errors="replace").strip()
+            if self.spec.user and "unable to find user" in said.lower():
+                raise SandboxError(
+                    f"image {self.image!r}: {said}; a user name must be in the image's "
+                    "/etc/passwd, a numeric uid[:gid] need not"
+                ) from e
+            raise SandboxError(
+                f"image {self.image!r} cannot run the executor (it needs python3): {said or e}"
+            ) from e
+
+    async def _new_channel(self) -> ExecutorChannel:
+        argv = [podman_path(), "exec", "-i", "--workdir", self.spec.workdir]
+        if self.spec.user:
+            argv += ["--user", self.spec.user]
+        stream = await ProcessStream.start([*argv, self.id, *EXECUTOR_ARGV])
+        return await ExecutorChannel.open(stream)
+
+    def detach(self) -> None:
+        """Let go of the sandbox without removing it; this object refuses further calls."""
+        self._closed = True
+        self._executors.close()
+
+    async def close(self) -> None:
+        """Remove the container and everything running in it. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        self._executors.close()
+        with anyio.CancelScope(shield=True):
+            try:
+                await podman("rm", "--force", "--time", "0", "--volumes", self.id)
+            except NoSuchObject:
+                pass
+            except SandboxError as e:  # left for `agentenv gc` (it is labelled)
+                log.warning("sandbox.close_failed", id=self.id[:12], error=str(e))
+
+    async def __aenter__(self) -> PodmanSandbox:
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    # -- commands and files ----------------------------------------------------------------
+
+    def _check_usable(self, *, paused_ok: bool = False) -> None:
+        if self._closed:
+            raise SandboxClosed(f"sandbox {self.id[:12]} is closed")
+        if self._paused and not paused_ok:
+            raise SandboxPaused(f"sandbox {self.id[:12]} is paused; call resume() first")
+
+    async def exec(
+        self,
+        cmd: str | list[str],
+        *,
+        timeout: float | None = 60.0,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+        stdin: bytes | None = None,
+        max_output: int = DEFAULT_MAX_OUTPUT,
+        on_output: OutputCallback | None = None,
+        user: str | None = None,
+    ) -> ExecResult:
+        """Run ``cmd`` in the sandbox (see :meth:`Sandbox.exec`)."""
+        self._check_usable()
+        check_exec_args(cmd, env, timeout)
+        return await self._executors.exec(
+            cmd,
+            timeout=timeout,
+            cwd=cwd,
+            env=env,
+            stdin=stdin,
+            max_output=max_output,
+            on_output=on_output,
+            user=user,
+        )
+
+    async def _unavailable(self, cause: BaseException) -> SandboxError:
+        """The error for a failed call, saying what became of the container."""
+        if self._closed:
+            return SandboxClosed(f"sandbox {self.id[:12]} was closed")
+        looks = 20 if isinstance(cause, ExecutorGone) else 1
+        for look in range(looks):
+            try:
+                state = (await _inspect(self.id)).get("State") or {}
+            except NoSuchObject:
+                return SandboxUnavailable(f"sandbox {self.id[:12]}: its container was removed")
+            except SandboxError as e:
+                return SandboxUnavailable(f"sandbox {self.id[:12]}: {e}")
+            if not (state.get("Running") or state.get("Paused")):
+                why = (
+                    "OOM-killed" if state.get("OOMKilled") else f"exit code {state.get('ExitCode')}"
+                )
+                return SandboxUnavailable(
+                    f"sandbox {self.id[:12]}: its container stopped ({why}, "
+                    f"status {state.get('Status')})"
+                )
+            if state.get("Paused") and not self._paused:
+                return SandboxUnavailable(f"sandbox {self.id[:12]} was paused by someone else")
+            if look + 1 < looks:
+                await anyio.sleep(0.1)
+        if isinstance(cause, ExecutorGone):
+            return SandboxError(
+                f"sandbox {self.id[:12]}: the command's executor died ({cause}); "
+                "the sandbox is still running"
+            )
+        return SandboxError(f"sandbox {self.id[:12]}: {type(cause).__name__}: {cause}")
+
+    async def read_file(self, path: str) -> bytes:
+        """The file's bytes (``FileNotFoundError`` and the like as for a local file)."""
+        self._check_usable()
+        return await self._executors.read_file(path)
+
+    async def write_file(self, path: str, data: bytes, mode: int = 0o644) -> None:
+        """Create or replace ``path`` (parents created) with ``data``, atomically."""
+        self._check_usable()
+        await self._executors.write_file(path, data, mode)
+
+    async def upload(self, src: Path, dest: str) -> None:
+        """Copy the host folder ``src``'s contents (or the file ``src``) into ``dest``."""
+        self._check_usable()
+        src = Path(src)
+        if not src.exists():
+            raise FileNotFoundError(2, "no such file or folder to upload", str(src))
+        made = await self.exec(["mkdir", "-p", "--", dest], timeout=60)
+        raise_file_error(made, dest, {})
+        with tempfile.TemporaryFile() as file:
+            await anyio.to_thread.run_sync(write_tar, file, src, numeric_owner(self.spec.user))
+            file.seek(0)
+            await self._copy_in(file, dest)
+
+    async def upload_tar(self, data: bytes | os.PathLike[str], dest: str) -> None:
+        """Extract a tar archive (its bytes, or a host tar file) into the folder ``dest``."""
+        self._check_usable()
+        if isinstance(data, bytes):
+            with tempfile.TemporaryFile() as file:
+                file.write(data)
+                file.seek(0)
+                await self._copy_in(file, dest)
+            return
+        with open(data, "rb") as file:
+            await self._copy_in(file, dest)
+
+    async def _copy_in(self, file: IO[bytes], dest: str) -> None:
+        # --archive=false keeps the tar's owners (the default makes everything root's)
+        argv = [podman_path(), "cp", "--archive=false", "-", f"{self.id}:{dest}"]
+        done = await anyio.run_process(argv, stdin=file, check=False)
+        if done.returncode != 0:
+            said = done.stderr.decode(errors="replace").strip().removeprefix("Error: ")
+            if "no such file or directory" in said.lower() or "must be a directory" in said:
+                raise FileNotFoundError(2, "no such folder in the sandbox", dest)
+            raise await self._unavailable(SandboxError(f"podman cp: {said}"))
+
+    async def download(self, path: str) -> bytes:
+        """A tar archive of ``path`` (a file or a folder, under its own name); works paused."""
+        with tempfile.TemporaryFile() as file:
+            await self._fetch(path, file, None)
+            file.seek(0)
+            return file.read()
+
+    async def download_to(
+        self, path: str, file: os.PathLike[str], *, max_bytes: int | None = None
+    ) -> None:
+        """Write a tar archive of ``path`` to the host ``file`` in chunks; works paused.
+        Raises :class:`ArchiveTooLarge` past ``max_bytes``."""
+        self._check_usable(paused_ok=True)
+        with open(file, "wb") as out:
+            await self._fetch(path, out, max_bytes)
+
+    async def _fetch(self, path: str, out: IO[bytes], max_bytes: int | None) -> None:
+        """Read through the container's mount namespace (see ``nsread.py``): ``podman cp``
+        does not see a tmpfs workdir while the container is frozen."""
+        self._check_usable(paused_ok=True)
+        pid = int((await _inspect(self.id)).get("State", {}).get("Pid") or 0)
+        if pid <= 0:
+            raise await self._unavailable(SandboxError("the container has no process"))
+        argv = [sys.executable, "-I", _NSREAD, str(pid), path]
+        written = 0
+        async with await anyio.open_process(argv, stdin=None) as proc:
+            assert proc.stdout is not None and proc.stderr is not None
+            try:
+                async for chunk in proc.stdout:
+                    written += len(chunk)
+                    if max_bytes is not None and written > max_bytes:
+                        raise ArchiveTooLarge(
+                            f"the archive of {path} is larger than {max_bytes} bytes"
+                        )
+                    out.write(chunk)
+            except BaseException:
+                proc.kill()
+                raise
+            said = b""
+            with contextlib.suppress(anyio.EndOfStream):
+                said = await proc.stderr.receive(1 << 16)
+            code = await proc.wait()
+        if code == 3:
+            raise FileNotFoundError(2, "no such file or folder in the sandbox", path)
+        if code != 0:
+            message = said.decode(errors="replace").strip()
+            raise await self._unavailable(SandboxError(f"reading {path}: {message}"))
+
+    # -- freezing and saving ---------------------------------------------------------------
+
+    @property
+    def paused(self) -> bool:
+        """Whether the sandbox is frozen."""
+        return self._paused
+
+    async def pause(self) -> None:
+        """Freeze every process (``podman pause``: the cgroup freezer)."""
+        if self._closed:
+            raise SandboxClosed(f"sandbox {self.id[:12]} is closed")
+        if self._paused:
+            return
+        for attempt in range(_PAUSE_ATTEMPTS):
+            try:
+                await podman("pause", self.id)
+                break
+            except SandboxError as e:
+                # runc's cgroup-v1 freezer sometimes gives up while processes start (runc#2753)
+                if "freez" not in str(e) or attempt + 1 == _PAUSE_ATTEMPTS:
+                    raise await self._unavailable(e) from e
+                await anyio.sleep(0.01 * 2**attempt)
+        self._paused = True
+
+    async def resume(self) -> None:
+        """Thaw the sandbox after :meth:`pause`."""
+        if self._closed:
+            raise SandboxClosed(f"sandbox {self.id[:12]} is closed")
+        if not self._paused:
+            return
+        try:
+            await podman("unpause", self.id)
+        except SandboxError as e:
+            raise await self._unavailable(e) from e
+        self._paused = False
+        if self._executor_pending:
+            self._executor_pending = False
+            await self._start_executor()
+
+    async def cpu_usage_ns(self) -> int:
+        """CPU time used by everything in the sandbox so far, in ns (the cgroup's counter)."""
+        if self._closed:
+            raise SandboxClosed(f"sandbox {self.id[:12]} is closed")
+        usage = cgroup.cpu_usage_ns(self.id)
+        if usage is None:
+            raise SandboxError("the podman backend reads CPU use from the host's cgroups only")
+        return usage
+
+    async def snapshot(self, tag: str | None = None, *, keep_s: float | None = None) -> Snapshot:
+        """Commit the filesystem to a labelled image for forks (see the Docker backend)."""
+        if self._closed:
+            raise SandboxClosed(f"sandbox {self.id[:12]} is closed")
+        tag = tag or f"{self.id[:12]}-{int(time.time() * 1000)}"
+        labels = labels_for("snapshot", keep_s or self.spec.ttl_s, self.spec.labels)
+        if keep_s is not None:
+            labels[OWNER] = KEPT
+        changes = [a for k, v in labels.items() for a in ("--change", f"LABEL {k}={json.dumps(v)}")]
+        name = f"{SNAPSHOT_REPOSITORY}:{tag}"
+        try:
+            out = await podman("commit", "--quiet", "--pause=false", *changes, self.id, name)
+        except SandboxError as e:
+            raise await self._unavailable(e) from e
+        image_id = out.decode().strip().splitlines()[-1]
+        spec = self.spec.model_copy(update={"image": image_id, "dockerfile": None})
+        return Snapshot(
+            ref=image_id, backend=self.spec.backend, tag=name, spec=spec, source_id=self.id
+        )
+
+
+async def _inspect(container_id: str) -> dict[str, Any]:
+    found = json.loads(await podman("container", "inspect", container_id))
+    info: dict[str, Any] = found[0] if isinstance(found, list) else found
+    return info
+
+
+def sandbox_labels(spec: SandboxSpec) -> dict[str, str]:
+    """The labels a sandbox of ``spec`` carries (owner, run, expiry, the spec's own)."""
+    labels = labels_for("sandbox", spec.ttl_s, spec.labels)
+    if spec.outlive_owner:
+        labels[OWNER] = KEPT
+    return labels
+
+
+def _create_args(spec: SandboxSpec, image: str) -> list[str]:
+    args = [
+        "create",
+        "--network", spec.network,
+        "--cap-drop", "all",
+        "--security-opt", "no-new-privileges",
+        "--pids-limit", str(spec.pids_limit),
+        "--memory", str(spec.memory),
+        "--memory-swap", str(spec.memory),  # no swap: a memory hog is OOM-killed
+        "--cpus", str(spec.cpus),
+        "--init",
+        "--hostname", "sandbox",
+        # a sandbox printing to PID 1's stdout must not fill the host's disk
+        "--log-driver", "k8s-file", "--log-opt", "max-size=1mb",
+        "--entrypoint", json.dumps(_KEEPALIVE),
+        *_ulimits(),
+    ]  # fmt: skip
+    for cap in spec.cap_add:
+        args += ["--cap-add", cap]
+    if spec.user:
+        args += ["--user", "0:0"]  # init and keep-alive as root; commands as the spec's user
+    for key, value in spec.env.items():
+        args += ["--env", f"{key}={value}"]
+    for key, value in sandbox_labels(spec).items():
+        args += ["--label", f"{key}={value}"]
+    if "runtime" in spec.options:
+        args += ["--runtime", spec.options["runtime"]]
+    if spec.read_only:
+        # Podman's tmpfs mounts copy the image's folder in (as Docker's tmpfs volumes do)
+        args += ["--read-only", "--read-only-tmpfs=false"]
+        args += ["--tmpfs", f"/tmp:rw,exec,nosuid,nodev,size={spec.tmp_size},mode=1777"]
+        for target in (spec.workdir, *spec.scratch):
+            args += ["--tmpfs", f"{target}:rw,exec,nosuid,nodev,size={spec.disk},mode=0755"]
+    return [*args, image]
