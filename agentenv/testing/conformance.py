@@ -353,6 +353,24 @@ async def test_tar_files_on_the_host_go_in_and_come_out(sandbox: Sandbox, tmp_pa
         await sandbox.upload_tar(sent, "/no/such/folder")
 
 
+async def test_a_tar_padded_past_its_end_goes_in(sandbox: Sandbox) -> None:
+    # Python pads a tar to 10 KiB records: here 8.5 KiB of zeros follow the end blocks, past
+    # a pipe's 64 KiB (a reader that stops at the end must not fail the upload).
+    dest = _unique("padded")
+    assert (await sandbox.exec(["mkdir", "-p", dest])).exit_code == 0
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name, data in (("a.bin", os.urandom(60_000)), ("b.txt", b"x" * 100)):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    sent = buf.getvalue()
+    assert len(sent) == 71_680 and not sent[-8000:].strip(b"\0")
+    await sandbox.upload_tar(sent, dest)
+    assert await sandbox.read_file(f"{dest}/b.txt") == b"x" * 100
+    assert len(await sandbox.read_file(f"{dest}/a.bin")) == 60_000
+
+
 async def test_closed_sandbox_refuses_every_call(make_sandbox: MakeSandbox) -> None:
     box = await make_sandbox()
     assert (await box.exec("true")).exit_code == 0

@@ -15,6 +15,7 @@ import json
 import os
 import resource
 import sys
+import tarfile
 import tempfile
 import time
 from pathlib import Path
@@ -289,12 +290,32 @@ class PodmanSandbox:
     async def _copy_in(self, file: IO[bytes], dest: str) -> None:
         # --archive=false keeps the tar's owners (the default makes everything root's)
         argv = [podman_path(), "cp", "--archive=false", "-", f"{self.id}:{dest}"]
-        done = await anyio.run_process(argv, stdin=file, check=False)
-        if done.returncode != 0:
-            said = done.stderr.decode(errors="replace").strip().removeprefix("Error: ")
+        # Podman stops reading at the end-of-archive blocks and then fails on the padding
+        # still being written ("read/write on closed pipe"; Python pads to 10 KiB): send the
+        # archive up to its last member, then the two end blocks, and no more.
+        end = await anyio.to_thread.run_sync(_archive_end, file)
+        async with await anyio.open_process(argv) as proc:
+            assert proc.stdin is not None and proc.stderr is not None
+            with contextlib.suppress(anyio.BrokenResourceError):  # it failed: said below
+                file.seek(0)
+                left = end
+                while left > 0:
+                    chunk = file.read(min(_CHUNK, left))
+                    if not chunk:
+                        break
+                    await proc.stdin.send(chunk)
+                    left -= len(chunk)
+                await proc.stdin.send(bytes(1024))
+            await proc.stdin.aclose()
+            said_bytes = b""
+            with contextlib.suppress(anyio.EndOfStream):
+                said_bytes = await proc.stderr.receive(1 << 16)
+            code = await proc.wait()
+        if code != 0:
+            said = said_bytes.decode(errors="replace").strip().removeprefix("Error: ")
             if "no such file or directory" in said.lower() or "must be a directory" in said:
                 raise FileNotFoundError(2, "no such folder in the sandbox", dest)
-            raise await self._unavailable(SandboxError(f"podman cp: {said}"))
+            raise await self._unavailable(SandboxError(f"podman cp into {dest}: {said}"))
 
     async def download(self, path: str) -> bytes:
         """A tar archive of ``path`` (a file or a folder, under its own name); works paused."""
@@ -411,6 +432,16 @@ class PodmanSandbox:
         return Snapshot(
             ref=image_id, backend=self.spec.backend, tag=name, spec=spec, source_id=self.id
         )
+
+
+def _archive_end(file: IO[bytes]) -> int:
+    """Where the tar in ``file`` ends: after its last member's data (headers are read,
+    data skipped). Blocking."""
+    file.seek(0)
+    with tarfile.open(fileobj=file, mode="r:") as tar:
+        for _ in tar:
+            pass
+        return int(tar.offset)
 
 
 async def _inspect(container_id: str) -> dict[str, Any]:
