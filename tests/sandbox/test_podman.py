@@ -6,6 +6,8 @@ subset of the eval, RL and refactor tests, with Podman in a stage of its own
 
 from __future__ import annotations
 
+import io
+import tarfile
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
@@ -42,6 +44,33 @@ async def test_a_read_only_sandbox_for_an_unprivileged_user() -> None:
         tar = await box.download("/workspace")  # frozen: read through the namespace
         await box.resume()
         assert b"mine" in tar
+
+
+def _members(tar: bytes) -> dict[str, tarfile.TarInfo]:
+    with tarfile.open(fileobj=io.BytesIO(tar)) as t:
+        return {m.name: m for m in t.getmembers()}
+
+
+async def test_reads_through_the_namespace_never_reach_the_host() -> None:
+    # A root agent points the workdir, and a link in it, at places that exist on the host
+    # too; the frozen read (done by host root, see nsop.py) must see the container's.
+    async with await create(podman_spec()) as box:
+        done = await box.exec(
+            "echo planted > /etc/agentenv-marker && mkdir -p /w && ln -s /etc/hostname /w/h"
+            " && ln -s /etc /w/etc && rm -rf /workspace && ln -s /etc /workspace"
+        )
+        assert done.ok, done
+        await box.pause()
+        top = _members(await box.download("/workspace"))
+        assert list(top) == ["workspace"] and top["workspace"].issym()  # stored, not followed
+        links = _members(await box.download("/w"))
+        assert links["w/h"].issym() and links["w/etc"].issym() and len(links) == 3
+        with tarfile.open(fileobj=io.BytesIO(await box.download("/etc/hostname"))) as t:
+            name = t.extractfile("hostname")
+            assert name is not None and name.read().strip() == b"sandbox"  # not the host's
+        marker = await box.download("/etc/agentenv-marker")
+        assert b"planted" in marker
+        await box.resume()
 
 
 async def test_snapshot_fork_and_the_leftovers_are_podmans() -> None:

@@ -47,7 +47,7 @@ log = get_logger(__name__)
 
 # PID 1 is Podman's init (catatonit); this is its one child, idling (see the Docker backend).
 _KEEPALIVE = ["/bin/sh", "-c", "trap 'exit 0' TERM; while :; do /bin/sleep 3600 & wait $!; done"]
-_NSREAD = str(Path(__file__).with_name("nsread.py"))
+_NSOP = str(Path(__file__).with_name("nsop.py"))
 _CHUNK = 1 << 20
 _PAUSE_ATTEMPTS = 6
 # Podman asks for more open files and processes than a container under a lowered hard limit
@@ -126,18 +126,27 @@ class PodmanSandbox:
         return box
 
     async def _make_folders(self) -> None:
-        """Make the workdir where the image lacks it (Docker makes it; Podman refuses to
-        start in a missing one), and give a read-only sandbox's tmpfs folders to a numeric
-        sandbox user (Podman's tmpfs mounts take no uid/gid, and the sandbox has no
-        CAP_CHOWN): one privileged exec of the image's tools before anything of the
-        agent's has run."""
+        """Make the workdir (and scratch folders) where the image lacks them (Docker makes
+        the workdir; Podman refuses to exec in a missing one), and give a read-only
+        sandbox's tmpfs folders to a numeric sandbox user (Podman's tmpfs mounts take no
+        owner); a writable root folder gets Docker's mode. Done from the host inside the
+        container's mount namespace (``nsop.py``): no process in the sandbox ever gets a
+        privilege for it."""
+        uid, gid = numeric_owner(self.spec.user) if self.spec.read_only else (0, 0)
         folders = [self.spec.workdir, *self.spec.scratch]
-        script = 'mkdir -p -- "$@"'
-        uid, gid = numeric_owner(self.spec.user)
-        if self.spec.read_only and (uid, gid) != (0, 0):
-            script += f' && chown {uid}:{gid} -- "$@"'
-        argv = ["/bin/sh", "-c", script, "sh", *folders]
-        await podman("exec", "--privileged", "--user", "0:0", self.id, *argv)
+        root = "keep" if self.spec.read_only else "open"
+        argv = [sys.executable, "-I", _NSOP, "layout", str(await self._pid()), root]
+        done = await anyio.run_process([*argv, f"{uid}:{gid}", *folders], check=False)
+        if done.returncode != 0:
+            said = done.stderr.decode(errors="replace").strip()[-500:]
+            raise SandboxError(f"cannot lay out the sandbox: {said}")
+
+    async def _pid(self) -> int:
+        """The host pid of the container's PID 1."""
+        pid = int(((await _inspect(self.id)).get("State") or {}).get("Pid") or 0)
+        if pid <= 0:
+            raise await self._unavailable(SandboxError("the container has no process"))
+        return pid
 
     async def _start_executor(self) -> None:
         try:
@@ -334,13 +343,10 @@ class PodmanSandbox:
             await self._fetch(path, out, max_bytes)
 
     async def _fetch(self, path: str, out: IO[bytes], max_bytes: int | None) -> None:
-        """Read through the container's mount namespace (see ``nsread.py``): ``podman cp``
+        """Read through the container's mount namespace (see ``nsop.py``): ``podman cp``
         does not see a tmpfs workdir while the container is frozen."""
         self._check_usable(paused_ok=True)
-        pid = int((await _inspect(self.id)).get("State", {}).get("Pid") or 0)
-        if pid <= 0:
-            raise await self._unavailable(SandboxError("the container has no process"))
-        argv = [sys.executable, "-I", _NSREAD, str(pid), path]
+        argv = [sys.executable, "-I", _NSOP, "tar", str(await self._pid()), path]
         written = 0
         async with await anyio.open_process(argv, stdin=None) as proc:
             assert proc.stdout is not None and proc.stderr is not None

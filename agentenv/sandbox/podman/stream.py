@@ -62,16 +62,14 @@ class ProcessStream:
             raise StreamClosed("end of stream") from e
 
     def close(self) -> None:
-        """Close the child's stdin (the executor then kills what it runs and exits); kill
-        the child if it has not gone a few seconds later."""
+        """Close the child's stdin (the executor then kills what it runs and exits, and a
+        reader waiting on its stdout sees the end); kill the child if it has not gone a few
+        seconds later."""
         if self.closed:
             return
         self.closed = True
         if self._process.stdin is not None:
             self._process.stdin.close()
-        if self._process.stdout is not None:
-            # wakes a reader waiting on it (a concurrent close of the sandbox)
-            self._process.stdout.feed_eof()
         try:
             _REAPING.add(asyncio.ensure_future(self._reap()))
         except RuntimeError:  # no event loop any more: now, then
