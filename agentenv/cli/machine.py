@@ -24,6 +24,7 @@ from agentenv.sandbox import (
     SandboxError,
     SandboxSpec,
     backend_names,
+    default_backend,
     get_backend,
 )
 from agentenv.sandbox import gc as gc_mod
@@ -39,11 +40,14 @@ BackendOption = Annotated[
 def _each_backend(
     name: str | None, act: Callable[[SandboxBackend], list[Leftover]]
 ) -> list[Leftover]:
-    """``act`` on the named backend, or on every backend whose engine answers here."""
+    """``act`` on the named backend; without a name, on the default backend (whose engine
+    must answer: its failure is the user's to see) and on every other one that answers."""
     if name is not None:
         return act(get_backend(name))
-    rows: list[Leftover] = []
+    rows = act(get_backend(default_backend()))
     for each in backend_names():
+        if each == default_backend():
+            continue
         try:
             rows += act(get_backend(each))
         except EngineUnavailable:
