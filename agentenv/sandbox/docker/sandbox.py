@@ -15,7 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Literal
+from typing import IO, Any, Literal
 
 import anyio
 import docker.errors
@@ -24,6 +24,7 @@ import docker.types
 from agentenv.log import get_logger
 from agentenv.sandbox import cgroup
 from agentenv.sandbox.channel import EXECUTOR_ARGV, ExecutorChannel, ExecutorGone, StreamClosed
+from agentenv.sandbox.container import KEEPALIVE, explain_failure, sandbox_labels, snapshot_labels
 from agentenv.sandbox.docker import exec as docker_exec
 from agentenv.sandbox.docker.engine import Engine, get_engine
 from agentenv.sandbox.docker.images import resolve_image
@@ -38,17 +39,12 @@ from agentenv.sandbox.errors import (
 )
 from agentenv.sandbox.executors import Executors, check_exec_args
 from agentenv.sandbox.files import numeric_owner, raise_file_error, tmpfs_owner, write_tar
-from agentenv.sandbox.labels import KEPT, OWNER, SNAPSHOT_REPOSITORY, labels_for
+from agentenv.sandbox.labels import OWNER, SNAPSHOT_REPOSITORY, labels_for
 from agentenv.sandbox.protocol import DEFAULT_MAX_OUTPUT, ExecResult, OutputCallback, Snapshot
 from agentenv.sandbox.spec import SandboxSpec
 
 log = get_logger(__name__)
 
-# PID 1 is Docker's init (tini), which reaps orphans; this is its one child, idling (by
-# absolute paths: nothing of ours runs through the sandbox's PATH). The
-# executor is not started here: PID 1 holds the container's stdin and stdout, which any
-# process in the sandbox can open through /proc/1/fd, so they cannot carry the protocol.
-_KEEPALIVE = ["/bin/sh", "-c", "trap 'exit 0' TERM; while :; do /bin/sleep 3600 & wait $!; done"]
 _PAUSE_ATTEMPTS = 6
 
 
@@ -279,41 +275,25 @@ class DockerSandbox:
             raise error
 
     async def _unavailable(self, cause: BaseException) -> SandboxError:
-        """The error for a failed call: :class:`SandboxClosed` if we closed it, else
-        :class:`SandboxUnavailable` saying what happened to the container, else (it is
-        alive) a :class:`SandboxError` carrying the cause."""
-        if self._closed:
-            return SandboxClosed(f"sandbox {self.id[:12]} was closed")
-        # An executor's stream can end a moment before the engine records the container as
-        # stopped: then look again for a little while before blaming the executor alone.
-        looks = 20 if isinstance(cause, (ExecutorGone, StreamClosed)) else 1
-        for look in range(looks):
+        """The error for a failed call (see :func:`explain_failure`)."""
+
+        async def inspect() -> dict[str, Any] | None:
             try:
                 info = await self._engine.run(self._engine.api.inspect_container, self.id)
             except docker.errors.NotFound:
-                return SandboxUnavailable(f"sandbox {self.id[:12]}: its container was removed")
+                return None
             except EngineUnavailable as e:
-                return SandboxUnavailable(f"sandbox {self.id[:12]}: {e}")
-            state = info.get("State") or {}
-            if not state.get("Running"):
-                why = (
-                    "OOM-killed" if state.get("OOMKilled") else f"exit code {state.get('ExitCode')}"
-                )
-                return SandboxUnavailable(
-                    f"sandbox {self.id[:12]}: its container stopped ({why}, "
-                    f"status {state.get('Status')})"
-                )
-            if state.get("Paused") and not self._paused:
-                return SandboxUnavailable(f"sandbox {self.id[:12]} was paused by someone else")
-            if look + 1 < looks:
-                await anyio.sleep(0.1)
-        if isinstance(cause, ExecutorGone):
-            # Killed by a command, or OOM-killed; the next call starts a new executor.
-            return SandboxError(
-                f"sandbox {self.id[:12]}: the command's executor died ({cause}); "
-                "the sandbox is still running"
-            )
-        return SandboxError(f"sandbox {self.id[:12]}: {_describe(cause)}")
+                raise SandboxUnavailable(f"sandbox {self.id[:12]}: {e}") from e
+            return dict(info.get("State") or {})
+
+        return await explain_failure(
+            self.id,
+            cause,
+            closed=self._closed,
+            paused=self._paused,
+            inspect=inspect,
+            describe=_describe,
+        )
 
     # -- files -----------------------------------------------------------------------------
 
@@ -497,10 +477,7 @@ class DockerSandbox:
         if self._closed:
             raise SandboxClosed(f"sandbox {self.id[:12]} is closed")
         tag = tag or f"{self.id[:12]}-{int(time.time() * 1000)}"
-        labels = labels_for("snapshot", keep_s or self.spec.ttl_s, self.spec.labels)
-        if keep_s is not None:
-            labels[OWNER] = KEPT  # no owner process: only the expiry applies
-        conf = {"Labels": labels}
+        conf = {"Labels": snapshot_labels(self.spec, keep_s)}
         try:
             result = await self._engine.run(
                 self._engine.api.commit, self.id, repository=SNAPSHOT_REPOSITORY, tag=tag, conf=conf
@@ -516,13 +493,6 @@ class DockerSandbox:
             spec=spec,
             source_id=self.id,
         )
-
-
-def _sandbox_labels(spec: SandboxSpec) -> dict[str, str]:
-    labels = labels_for("sandbox", spec.ttl_s, spec.labels)
-    if spec.outlive_owner:
-        labels[OWNER] = KEPT  # no owner process: only the expiry applies
-    return labels
 
 
 async def _create_container(engine: Engine, spec: SandboxSpec, image: str) -> str:
@@ -576,7 +546,7 @@ async def _create_container(engine: Engine, spec: SandboxSpec, image: str) -> st
             api.create_container,
             image,
             command=[],
-            entrypoint=_KEEPALIVE,
+            entrypoint=KEEPALIVE,
             hostname="sandbox",
             # init and its keep-alive run as root (without capabilities) so that a sandbox
             # user cannot kill them and take the container, and its workdir, down with them;
@@ -584,7 +554,7 @@ async def _create_container(engine: Engine, spec: SandboxSpec, image: str) -> st
             user="0:0" if spec.user else "",
             environment=spec.env,
             working_dir=spec.workdir,
-            labels=_sandbox_labels(spec),
+            labels=sandbox_labels(spec),
             host_config=host_config,
             use_config_proxy=False,
         )

@@ -27,6 +27,7 @@ import anyio
 from agentenv.log import get_logger
 from agentenv.sandbox import cgroup
 from agentenv.sandbox.channel import EXECUTOR_ARGV, ExecutorChannel, ExecutorGone
+from agentenv.sandbox.container import KEEPALIVE, explain_failure, sandbox_labels, snapshot_labels
 from agentenv.sandbox.errors import (
     ArchiveTooLarge,
     SandboxClosed,
@@ -36,7 +37,7 @@ from agentenv.sandbox.errors import (
 )
 from agentenv.sandbox.executors import Executors, check_exec_args
 from agentenv.sandbox.files import numeric_owner, raise_file_error, write_tar
-from agentenv.sandbox.labels import KEPT, OWNER, SNAPSHOT_REPOSITORY, labels_for
+from agentenv.sandbox.labels import OWNER, SNAPSHOT_REPOSITORY
 from agentenv.sandbox.podman.cli import NoSuchObject, podman, podman_path
 from agentenv.sandbox.podman.images import resolve_image
 from agentenv.sandbox.podman.stream import ProcessStream
@@ -45,8 +46,6 @@ from agentenv.sandbox.spec import SandboxSpec
 
 log = get_logger(__name__)
 
-# PID 1 is Podman's init (catatonit); this is its one child, idling (see the Docker backend).
-_KEEPALIVE = ["/bin/sh", "-c", "trap 'exit 0' TERM; while :; do /bin/sleep 3600 & wait $!; done"]
 _NSOP = str(Path(__file__).with_name("nsop.py"))
 _CHUNK = 1 << 20
 _PAUSE_ATTEMPTS = 6
@@ -231,35 +230,19 @@ class PodmanSandbox:
         )
 
     async def _unavailable(self, cause: BaseException) -> SandboxError:
-        """The error for a failed call, saying what became of the container."""
-        if self._closed:
-            return SandboxClosed(f"sandbox {self.id[:12]} was closed")
-        looks = 20 if isinstance(cause, ExecutorGone) else 1
-        for look in range(looks):
+        """The error for a failed call (see :func:`explain_failure`)."""
+
+        async def inspect() -> dict[str, Any] | None:
             try:
-                state = (await _inspect(self.id)).get("State") or {}
+                return dict((await _inspect(self.id)).get("State") or {})
             except NoSuchObject:
-                return SandboxUnavailable(f"sandbox {self.id[:12]}: its container was removed")
+                return None
             except SandboxError as e:
-                return SandboxUnavailable(f"sandbox {self.id[:12]}: {e}")
-            if not (state.get("Running") or state.get("Paused")):
-                why = (
-                    "OOM-killed" if state.get("OOMKilled") else f"exit code {state.get('ExitCode')}"
-                )
-                return SandboxUnavailable(
-                    f"sandbox {self.id[:12]}: its container stopped ({why}, "
-                    f"status {state.get('Status')})"
-                )
-            if state.get("Paused") and not self._paused:
-                return SandboxUnavailable(f"sandbox {self.id[:12]} was paused by someone else")
-            if look + 1 < looks:
-                await anyio.sleep(0.1)
-        if isinstance(cause, ExecutorGone):
-            return SandboxError(
-                f"sandbox {self.id[:12]}: the command's executor died ({cause}); "
-                "the sandbox is still running"
-            )
-        return SandboxError(f"sandbox {self.id[:12]}: {type(cause).__name__}: {cause}")
+                raise SandboxUnavailable(f"sandbox {self.id[:12]}: {e}") from e
+
+        return await explain_failure(
+            self.id, cause, closed=self._closed, paused=self._paused, inspect=inspect
+        )
 
     async def read_file(self, path: str) -> bytes:
         """The file's bytes (``FileNotFoundError`` and the like as for a local file)."""
@@ -424,9 +407,7 @@ class PodmanSandbox:
         if self._closed:
             raise SandboxClosed(f"sandbox {self.id[:12]} is closed")
         tag = tag or f"{self.id[:12]}-{int(time.time() * 1000)}"
-        labels = labels_for("snapshot", keep_s or self.spec.ttl_s, self.spec.labels)
-        if keep_s is not None:
-            labels[OWNER] = KEPT
+        labels = snapshot_labels(self.spec, keep_s)
         changes = [a for k, v in labels.items() for a in ("--change", f"LABEL {k}={json.dumps(v)}")]
         name = f"{SNAPSHOT_REPOSITORY}:{tag}"
         try:
@@ -456,14 +437,6 @@ async def _inspect(container_id: str) -> dict[str, Any]:
     return info
 
 
-def sandbox_labels(spec: SandboxSpec) -> dict[str, str]:
-    """The labels a sandbox of ``spec`` carries (owner, run, expiry, the spec's own)."""
-    labels = labels_for("sandbox", spec.ttl_s, spec.labels)
-    if spec.outlive_owner:
-        labels[OWNER] = KEPT
-    return labels
-
-
 def _create_args(spec: SandboxSpec, image: str) -> list[str]:
     args = [
         "create",
@@ -478,7 +451,7 @@ def _create_args(spec: SandboxSpec, image: str) -> list[str]:
         "--hostname", "sandbox",
         # a sandbox printing to PID 1's stdout must not fill the host's disk
         "--log-driver", "k8s-file", "--log-opt", "max-size=1mb",
-        "--entrypoint", json.dumps(_KEEPALIVE),
+        "--entrypoint", json.dumps(KEEPALIVE),
         *_ulimits(),
     ]  # fmt: skip
     for cap in spec.cap_add:

@@ -1,0 +1,84 @@
+"""What the container backends (Docker, Podman) share beyond the executor: the keep-alive
+process, the labels of a sandbox and of a snapshot, and how a failed call is explained from
+the container's state (both engines report it with the same fields)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+
+from agentenv.sandbox.channel import ExecutorGone, StreamClosed
+from agentenv.sandbox.errors import SandboxClosed, SandboxError, SandboxUnavailable
+from agentenv.sandbox.labels import KEPT, OWNER, labels_for
+from agentenv.sandbox.spec import SandboxSpec
+
+KEEPALIVE = ["/bin/sh", "-c", "trap 'exit 0' TERM; while :; do /bin/sleep 3600 & wait $!; done"]
+"""PID 1's one child (PID 1 is the engine's init, which reaps orphans), idling, by absolute
+paths: nothing of ours runs through the sandbox's PATH. The executor is not started here:
+PID 1 holds the container's stdin and stdout, which any process in the sandbox can open
+through /proc/1/fd, so they cannot carry the protocol."""
+
+InspectState = Callable[[], Awaitable[dict[str, Any] | None]]
+"""Reads the container's ``State`` (``None``: the container is gone); raises
+:class:`SandboxUnavailable` when the engine cannot say."""
+
+
+def sandbox_labels(spec: SandboxSpec) -> dict[str, str]:
+    """The labels a sandbox of ``spec`` carries: ours (owner, run, expiry) and the spec's."""
+    labels = labels_for("sandbox", spec.ttl_s, spec.labels)
+    if spec.outlive_owner:
+        labels[OWNER] = KEPT  # no owner process: only the expiry applies
+    return labels
+
+
+def snapshot_labels(spec: SandboxSpec, keep_s: float | None) -> dict[str, str]:
+    """A snapshot's labels: collectable once its process is gone, or, with ``keep_s``, only
+    once that long has passed."""
+    labels = labels_for("snapshot", keep_s or spec.ttl_s, spec.labels)
+    if keep_s is not None:
+        labels[OWNER] = KEPT
+    return labels
+
+
+async def explain_failure(
+    sandbox_id: str,
+    cause: BaseException,
+    *,
+    closed: bool,
+    paused: bool,
+    inspect: InspectState,
+    describe: Callable[[BaseException], str] = lambda e: f"{type(e).__name__}: {e}",
+) -> SandboxError:
+    """The error for a failed call: :class:`SandboxClosed` if we closed it, else
+    :class:`SandboxUnavailable` saying what happened to the container, else (it is alive)
+    a :class:`SandboxError` carrying the cause."""
+    short = sandbox_id[:12]
+    if closed:
+        return SandboxClosed(f"sandbox {short} was closed")
+    # An executor's stream can end a moment before the engine records the container as
+    # stopped: then look again for a little while before blaming the executor alone.
+    looks = 20 if isinstance(cause, (ExecutorGone, StreamClosed)) else 1
+    for look in range(looks):
+        try:
+            state = await inspect()
+        except SandboxUnavailable as e:
+            return e
+        if state is None:
+            return SandboxUnavailable(f"sandbox {short}: its container was removed")
+        if not (state.get("Running") or state.get("Paused")):  # Podman: paused isn't running
+            why = "OOM-killed" if state.get("OOMKilled") else f"exit code {state.get('ExitCode')}"
+            return SandboxUnavailable(
+                f"sandbox {short}: its container stopped ({why}, status {state.get('Status')})"
+            )
+        if state.get("Paused") and not paused:
+            return SandboxUnavailable(f"sandbox {short} was paused by someone else")
+        if look + 1 < looks:
+            await anyio.sleep(0.1)
+    if isinstance(cause, ExecutorGone):
+        # Killed by a command, or OOM-killed; the next call starts a new executor.
+        return SandboxError(
+            f"sandbox {short}: the command's executor died ({cause}); the sandbox is still running"
+        )
+    return SandboxError(f"sandbox {short}: {describe(cause)}")
