@@ -6,8 +6,15 @@ import os
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
 
 import pytest
+
+from agentenv.model import OpenAIChatModel
+from agentenv.testing import K3Server
+from agentenv.testing.k3server import IN_PROCESS_URL
 
 # An assistant tool-call turn sent back without its reasoning_content: K3 answers 400.
 HISTORY_WITHOUT_REASONING = [
@@ -43,3 +50,21 @@ def start_script(script: str, run_id: str) -> tuple[subprocess.Popen[str], str]:
         proc.kill()
         pytest.fail(f"the script printed nothing: {proc.stderr.read()}")
     return proc, line
+
+
+@contextmanager
+def serving(server: K3Server, transport: str) -> Iterator[K3Server]:
+    """``server`` listening on loopback (``http``), or answering in process (no socket)."""
+    if transport == "http":
+        with server:
+            yield server
+    else:
+        yield server
+
+
+def chat_model(server: K3Server, transport: str, **kwargs: Any) -> OpenAIChatModel:
+    """The real client, speaking to ``server`` over ``transport``."""
+    if transport == "http":
+        return OpenAIChatModel(base_url=server.base_url, api_key="k", **kwargs)
+    client = server.http_client()
+    return OpenAIChatModel(base_url=IN_PROCESS_URL, api_key="k", http_client=client, **kwargs)

@@ -119,6 +119,7 @@ class OpenAIChatModel:
         backoff_max_s: float = 60.0,
         limit: AdaptiveLimit | None = None,
         token_ids: bool = False,
+        http_client: Any = None,
     ):
         self.model = model
         self.limit = limit or AdaptiveLimit()
@@ -132,7 +133,13 @@ class OpenAIChatModel:
         from openai import AsyncOpenAI  # here, not at import: the SDK takes a second to load
 
         self._client = AsyncOpenAI(
-            base_url=base_url, api_key=api_key, max_retries=0, timeout=timeout_s
+            base_url=base_url,
+            api_key=api_key,
+            max_retries=0,
+            timeout=timeout_s,
+            # the SDK's own kind of client (openai.DefaultAsyncHttpxClient), e.g.
+            # K3Server.http_client(): tests without a socket
+            http_client=http_client,
         )
 
     @classmethod

@@ -19,12 +19,13 @@ import threading
 import time
 import uuid
 import zlib
-from collections.abc import Callable, Iterator
-from http import HTTPStatus
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any, Literal
 
+import anyio
 from pydantic import BaseModel
 
 MODEL = "kimi-k3"
@@ -111,11 +112,12 @@ def _missing_reasoning(messages: list[dict[str, Any]]) -> int | None:
 
 
 class K3Server:
-    """Serves ``/v1/chat/completions`` and ``/v1/models`` on 127.0.0.1 from a script.
+    """Serves ``/v1/chat/completions`` and ``/v1/models`` from a script: on 127.0.0.1
+    inside ``with`` (``base_url`` is what the ``openai`` client wants), or in this process
+    without a socket (:meth:`http_client`).
 
     ``script`` is a list of turns, answered in order (the last one repeats), or a function
-    from the request body to a turn. Use as a context manager; ``base_url`` is what the
-    ``openai`` client wants.
+    from the request body to a turn.
     """
 
     def __init__(
@@ -144,24 +146,29 @@ class K3Server:
         self._previous: list[int] = []
         self._sampled: dict[str, list[int]] = {}  # assistant turn → the ids it was sent as
         self._turn = 0
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", port), self._handler())
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        self._port = port
+        self._httpd: ThreadingHTTPServer | None = None  # listening only inside ``with``
 
     @property
     def base_url(self) -> str:
-        """``http://127.0.0.1:PORT/v1``."""
+        """``http://127.0.0.1:PORT/v1`` (inside ``with``, where the server listens)."""
+        if self._httpd is None:
+            raise RuntimeError("K3Server listens only inside `with`; or use http_client()")
         host, port = self._httpd.server_address[:2]
         return f"http://{host!s}:{port}/v1"
 
     def __enter__(self) -> K3Server:
-        self._thread.start()
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", self._port), self._handler())
+        threading.Thread(target=self._httpd.serve_forever, daemon=True).start()
         return self
 
     def __exit__(
         self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
     ) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._httpd = None
 
     # -- answering -------------------------------------------------------------------------
 
@@ -327,6 +334,72 @@ class K3Server:
                 ids += fake_token_ids(piece)
         return ids
 
+    def respond(self, method: str, path: str, raw: bytes) -> Reply:
+        """The reply to one request, whatever carries it (HTTP on loopback, or the
+        in-process transport of :meth:`http_client`)."""
+        path = path.split("?", 1)[0].rstrip("/")
+        if method == "GET":
+            if path == "/v1/models":
+                models = {"object": "list", "data": [{"id": self.model, "object": "model"}]}
+                return Reply.json(200, models)
+            return Reply.json(404, _error(f"no route {path}", "not_found_error"))
+        if path != "/v1/chat/completions":
+            return Reply.json(404, _error(f"no route {path}", "not_found_error"))
+        try:
+            body = json.loads(raw)
+        except (ValueError, json.JSONDecodeError) as e:
+            return Reply.json(400, _error(f"invalid JSON body: {e}"))
+        with self._lock:
+            fault = self.faults.pop(0) if self.faults else None
+        if fault is not None and fault.kind not in ("cut", "malformed"):
+            self.requests.append(body)
+            return _fault_reply(fault)
+        status, result, prompt, cached = self.answer(body)
+        if not isinstance(result, ScriptedTurn):
+            return Reply.json(status, result)
+        if fault is not None and fault.kind == "malformed":
+            cut_calls = [
+                c.model_copy(update={"arguments": c.arguments[: len(c.arguments) // 2]})
+                for c in result.tool_calls
+            ]
+            result = result.model_copy(update={"tool_calls": cut_calls})
+            fault = None
+        chunks = list(self.chunks(result, prompt, cached, body))
+        if not body.get("stream"):
+            return Reply.json(200, _as_completion(chunks))
+        events: list[tuple[float, bytes]] = []
+        for n, c in enumerate(chunks):
+            if fault is not None and n == 3:  # a cut stream: gone mid-answer
+                return Reply(status=200, headers=_SSE, events=events, cut=True)
+            delay = self.ttft_s if n == 0 else 0.0
+            if self.tokens_per_s and c["choices"]:
+                choice = c["choices"][0]
+                ids = choice.get("token_ids") or fake_token_ids(_delta_text(choice["delta"]))
+                delay += len(ids) / self.tokens_per_s
+            events.append((delay, f"data: {json.dumps(c)}\n\n".encode()))
+        events.append((self.ttft_s if not chunks else 0.0, b"data: [DONE]\n\n"))
+        return Reply(status=200, headers=_SSE, events=events)
+
+    def http_client(self) -> Any:
+        """An HTTP client of the kind the ``openai`` SDK takes
+        (``openai.DefaultAsyncHttpxClient``) that answers in this process, without a
+        socket: pass it to ``OpenAIChatModel(http_client=...)`` with
+        ``base_url=IN_PROCESS_URL``. For tests of everything but the network (a cut stream
+        or a stall is what the client would see of it: a dropped connection; read timeouts
+        are the socket's, so they need ``with``)."""
+        import importlib
+
+        import openai
+
+        # the SDK's HTTP library (httpx, or its successor httpx2), whichever it is built on
+        base = next(
+            c for c in openai.DefaultAsyncHttpxClient.__mro__ if c.__name__ == "AsyncClient"
+        )
+        http = importlib.import_module(base.__module__.split(".")[0])
+        # the library's own base class gives the transport its context-manager methods
+        transport = type("K3InProcessTransport", (_InProcess, http.AsyncBaseTransport), {})
+        return openai.DefaultAsyncHttpxClient(transport=transport(self, http))
+
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         server = self
 
@@ -336,111 +409,109 @@ class K3Server:
             def log_message(self, format: str, *args: Any) -> None:  # quiet
                 pass
 
-            def _json(self, status: int, body: dict[str, Any]) -> None:
-                data = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def _fault(self, fault: Fault) -> None:
-                if fault.kind == "stall":
-                    time.sleep(fault.stall_s)
+            def _reply(self, method: str) -> None:
+                size = int(self.headers.get("Content-Length", 0) or 0)
+                reply = server.respond(method, self.path, self.rfile.read(size))
+                if reply.stall_s is not None:
+                    time.sleep(reply.stall_s)
                     self.close_connection = True
                     return
-                if fault.kind == "429":
-                    data = json.dumps(
-                        _error("Your account is rate limited", "rate_limit_reached_error")
-                    ).encode()
-                    self.send_response(429)
-                    self.send_header("Retry-After", f"{fault.retry_after_s:g}")
-                elif fault.kind in ("401", "403"):
-                    data = json.dumps(
-                        _error("Invalid Authentication", "invalid_authentication_error")
-                    ).encode()
-                    self.send_response(int(fault.kind))
-                else:
-                    data = json.dumps(
-                        _error("engine is currently overloaded", "server_error")
-                    ).encode()
-                    self.send_response(int(fault.kind))
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def do_GET(self) -> None:
-                if self.path.rstrip("/") == "/v1/models":
-                    self._json(
-                        200, {"object": "list", "data": [{"id": server.model, "object": "model"}]}
-                    )
-                else:
-                    self._json(404, _error(f"no route {self.path}", "not_found_error"))
-
-            def do_POST(self) -> None:
-                if self.path.rstrip("/") != "/v1/chat/completions":
-                    self._json(404, _error(f"no route {self.path}", "not_found_error"))
+                self.send_response(reply.status)
+                for key, value in reply.headers.items():
+                    self.send_header(key, value)
+                if reply.events is None:
+                    self.send_header("Content-Length", str(len(reply.body)))
+                    self.end_headers()
+                    self.wfile.write(reply.body)
                     return
-                try:
-                    body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
-                except (ValueError, json.JSONDecodeError) as e:
-                    self._json(400, _error(f"invalid JSON body: {e}"))
-                    return
-                with server._lock:
-                    fault = server.faults.pop(0) if server.faults else None
-                if fault is not None and fault.kind not in ("cut", "malformed"):
-                    server.requests.append(body)
-                    self._fault(fault)
-                    return
-                status, result, prompt, cached = server.answer(body)
-                if not isinstance(result, ScriptedTurn):
-                    self._json(status, result)
-                    return
-                if fault is not None and fault.kind == "malformed":
-                    result = result.model_copy(
-                        update={
-                            "tool_calls": [
-                                c.model_copy(
-                                    update={"arguments": c.arguments[: len(c.arguments) // 2]}
-                                )
-                                for c in result.tool_calls
-                            ]
-                        }
-                    )
-                    fault = None
-                chunks = list(server.chunks(result, prompt, cached, body))
-                if not body.get("stream"):
-                    self._json(200, _as_completion(chunks))
-                    return
-                self.send_response(HTTPStatus.OK)
-                self.send_header("Content-Type", "text/event-stream")
-                self.send_header("Cache-Control", "no-cache")
                 self.send_header("Connection", "close")
                 self.end_headers()
-                if server.ttft_s:
-                    time.sleep(server.ttft_s)
-                for n, c in enumerate(chunks):
-                    if server.tokens_per_s and c["choices"]:
-                        time.sleep(
-                            len(
-                                c["choices"][0].get("token_ids")
-                                or fake_token_ids(_delta_text(c["choices"][0]["delta"]))
-                            )
-                            / server.tokens_per_s
-                        )
-                    if fault is not None and n == 3:  # a cut stream: gone mid-answer
-                        self.wfile.flush()
-                        self.connection.shutdown(socket.SHUT_RDWR)
-                        self.close_connection = True
-                        return
-                    self.wfile.write(f"data: {json.dumps(c)}\n\n".encode())
+                for delay, data in reply.events:
+                    if delay:
+                        time.sleep(delay)
+                    self.wfile.write(data)
                     self.wfile.flush()
-                self.wfile.write(b"data: [DONE]\n\n")
-                self.wfile.flush()
+                if reply.cut:
+                    self.connection.shutdown(socket.SHUT_RDWR)
                 self.close_connection = True
 
+            def do_GET(self) -> None:
+                self._reply("GET")
+
+            def do_POST(self) -> None:
+                self._reply("POST")
+
         return Handler
+
+
+IN_PROCESS_URL = "http://k3-in-process/v1"
+"""The base URL to give the ``openai`` client with :meth:`K3Server.http_client`."""
+
+_SSE = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+
+
+@dataclass
+class Reply:
+    """What the server answers: a status with headers and a body, or a stream of
+    server-sent events (each after a delay; ``cut``: the connection drops after them), or
+    nothing at all after ``stall_s`` seconds."""
+
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+    body: bytes = b""
+    events: list[tuple[float, bytes]] | None = None
+    cut: bool = False
+    stall_s: float | None = None
+
+    @classmethod
+    def json(cls, status: int, body: dict[str, Any], **headers: str) -> Reply:
+        """A JSON answer."""
+        data = json.dumps(body).encode()
+        return cls(
+            status=status, headers={"Content-Type": "application/json", **headers}, body=data
+        )
+
+
+def _fault_reply(fault: Fault) -> Reply:
+    if fault.kind == "stall":
+        return Reply(stall_s=fault.stall_s)
+    if fault.kind == "429":
+        body = _error("Your account is rate limited", "rate_limit_reached_error")
+        return Reply.json(429, body, **{"Retry-After": f"{fault.retry_after_s:g}"})
+    if fault.kind in ("401", "403"):
+        return Reply.json(
+            int(fault.kind), _error("Invalid Authentication", "invalid_authentication_error")
+        )
+    return Reply.json(int(fault.kind), _error("engine is currently overloaded", "server_error"))
+
+
+class _InProcess:
+    """An HTTP transport (httpx's interface) that hands requests to a :class:`K3Server` in
+    this process."""
+
+    def __init__(self, server: K3Server, httpx: Any):
+        self._server = server
+        self._httpx = httpx
+
+    async def handle_async_request(self, request: Any) -> Any:
+        httpx = self._httpx
+        raw = await request.aread()
+        reply = self._server.respond(request.method, request.url.path, raw)
+        if reply.stall_s is not None:
+            await anyio.sleep(reply.stall_s)
+            raise httpx.RemoteProtocolError("Server disconnected without sending a response.")
+        if reply.events is None:
+            return httpx.Response(reply.status, headers=reply.headers, content=reply.body)
+
+        async def events() -> AsyncIterator[bytes]:
+            for delay, data in reply.events or []:
+                if delay:
+                    await anyio.sleep(delay)
+                yield data
+            # a cut stream just ends, as a closed connection ends a body sent without a
+            # length: no [DONE], no finish reason
+
+        return httpx.Response(reply.status, headers=reply.headers, content=events())
 
 
 def _turn_key(turn: ScriptedTurn) -> str:

@@ -13,7 +13,8 @@ from agentenv.errors import BadRequest
 from agentenv.model import ContextOverflow, OpenAIChatModel
 from agentenv.model.types import K3_PRICE, StreamEvent, Usage
 from agentenv.testing import K3Server, ScriptedToolCall, ScriptedTurn
-from tests.helpers import HISTORY_WITHOUT_REASONING
+from agentenv.testing.k3server import IN_PROCESS_URL
+from tests.helpers import HISTORY_WITHOUT_REASONING, chat_model, serving
 
 pytestmark = [pytest.mark.anyio, pytest.mark.no_docker]
 
@@ -41,14 +42,14 @@ SCRIPT = [
 
 
 @pytest.fixture
-def server() -> Iterator[K3Server]:
-    with K3Server(SCRIPT, chunk_chars=5) as s:
+def server(transport: str) -> Iterator[K3Server]:
+    with serving(K3Server(SCRIPT, chunk_chars=5), transport) as s:
         yield s
 
 
 @pytest.fixture
-async def model(server: K3Server) -> AsyncIterator[OpenAIChatModel]:
-    chat = OpenAIChatModel(base_url=server.base_url, api_key="test-key")
+async def model(server: K3Server, transport: str) -> AsyncIterator[OpenAIChatModel]:
+    chat = chat_model(server, transport)
     yield chat
     await chat.aclose()
 
@@ -131,8 +132,13 @@ async def test_context_overflow_is_a_400() -> None:
             await chat.aclose()
 
 
-async def test_models_route_and_non_streamed_answers(server: K3Server) -> None:
-    async with openai.AsyncOpenAI(base_url=server.base_url, api_key="k", max_retries=0) as client:
+async def test_models_route_and_non_streamed_answers(server: K3Server, transport: str) -> None:
+    where = (
+        {"base_url": server.base_url}
+        if transport == "http"
+        else {"base_url": IN_PROCESS_URL, "http_client": server.http_client()}
+    )
+    async with openai.AsyncOpenAI(api_key="k", max_retries=0, **where) as client:
         models = await client.models.list()
         assert [m.id for m in models.data] == ["kimi-k3"]
         answer = await client.chat.completions.create(

@@ -15,10 +15,10 @@ from agentenv.errors import (
     RateLimited,
     StreamCut,
 )
-from agentenv.model import ContextOverflow, OpenAIChatModel
+from agentenv.model import ContextOverflow
 from agentenv.runner.outcomes import classify
 from agentenv.testing import Fault, K3Server, ScriptedTurn
-from tests.helpers import HISTORY_WITHOUT_REASONING
+from tests.helpers import HISTORY_WITHOUT_REASONING, chat_model, serving
 
 pytestmark = [pytest.mark.anyio, pytest.mark.no_docker]
 
@@ -26,14 +26,8 @@ ANSWER = [ScriptedTurn(reasoning="thinking", content="the answer")]
 HELLO = [{"role": "user", "content": "hello"}]
 
 
-async def _complete(server: K3Server, **kwargs: object) -> object:
-    chat = OpenAIChatModel(
-        base_url=server.base_url,
-        api_key="k",
-        backoff_initial_s=0.01,
-        backoff_max_s=0.05,
-        **kwargs,  # type: ignore[arg-type]
-    )
+async def _complete(server: K3Server, transport: str = "http", **kwargs: object) -> object:
+    chat = chat_model(server, transport, backoff_initial_s=0.01, backoff_max_s=0.05, **kwargs)
     try:
         return await chat.complete(HELLO)
     finally:
@@ -41,18 +35,20 @@ async def _complete(server: K3Server, **kwargs: object) -> object:
 
 
 @pytest.mark.parametrize("kind", ["500", "503", "cut"])
-async def test_transient_failures_are_retried_and_counted(kind: str) -> None:
-    with K3Server(ANSWER, faults=[Fault(kind=kind), Fault(kind=kind)]) as server:  # type: ignore[arg-type]
-        done = await _complete(server)
+async def test_transient_failures_are_retried_and_counted(kind: str, transport: str) -> None:
+    faults = [Fault(kind=kind), Fault(kind=kind)]  # type: ignore[arg-type]
+    with serving(K3Server(ANSWER, faults=faults), transport) as server:
+        done = await _complete(server, transport)
     assert done.content == "the answer"  # type: ignore[attr-defined]
     assert done.retries == 2  # type: ignore[attr-defined]
     assert len(server.requests) == 3
 
 
-async def test_rate_limit_honours_retry_after() -> None:
-    with K3Server(ANSWER, faults=[Fault(kind="429", retry_after_s=0.6)]) as server:
+async def test_rate_limit_honours_retry_after(transport: str) -> None:
+    faults = [Fault(kind="429", retry_after_s=0.6)]
+    with serving(K3Server(ANSWER, faults=faults), transport) as server:
         started = time.monotonic()
-        done = await _complete(server)
+        done = await _complete(server, transport)
         waited = time.monotonic() - started
     assert done.retries == 1  # type: ignore[attr-defined]
     # Our own backoff here is at most 0.05 s: only the server's Retry-After explains this.
@@ -60,23 +56,24 @@ async def test_rate_limit_honours_retry_after() -> None:
 
 
 async def test_stall_past_the_timeout_is_retried() -> None:
+    # over HTTP only: the read timeout is the socket's
     with K3Server(ANSWER, faults=[Fault(kind="stall", stall_s=3)]) as server:
         done = await _complete(server, timeout_s=0.5)
     assert done.content == "the answer" and done.retries == 1  # type: ignore[attr-defined]
 
 
-async def test_retries_are_bounded() -> None:
+async def test_retries_are_bounded(transport: str) -> None:
     with (
-        K3Server(ANSWER, faults=[Fault(kind="500")] * 5) as server,
+        serving(K3Server(ANSWER, faults=[Fault(kind="500")] * 5), transport) as server,
         pytest.raises(EndpointUnavailable),
     ):
-        await _complete(server, max_attempts=3)
+        await _complete(server, transport, max_attempts=3)
     assert len(server.requests) == 3
 
 
-async def test_bad_request_is_not_retried() -> None:
-    with K3Server(ANSWER) as server:
-        chat = OpenAIChatModel(base_url=server.base_url, api_key="k", backoff_initial_s=0.01)
+async def test_bad_request_is_not_retried(transport: str) -> None:
+    with serving(K3Server(ANSWER), transport) as server:
+        chat = chat_model(server, transport, backoff_initial_s=0.01)
         try:
             with pytest.raises(BadRequest):
                 await chat.complete(HISTORY_WITHOUT_REASONING)
@@ -85,9 +82,9 @@ async def test_bad_request_is_not_retried() -> None:
     assert len(server.requests) == 1
 
 
-async def test_context_overflow_is_its_own_error_and_not_retried() -> None:
-    with K3Server(ANSWER, context_window=50) as server:
-        chat = OpenAIChatModel(base_url=server.base_url, api_key="k", backoff_initial_s=0.01)
+async def test_context_overflow_is_its_own_error_and_not_retried(transport: str) -> None:
+    with serving(K3Server(ANSWER, context_window=50), transport) as server:
+        chat = chat_model(server, transport, backoff_initial_s=0.01)
         try:
             with pytest.raises(ContextOverflow, match="exceeded model token limit"):
                 await chat.complete([{"role": "user", "content": "long " * 200}])
@@ -107,12 +104,15 @@ async def test_context_overflow_is_its_own_error_and_not_retried() -> None:
     ],
 )
 async def test_every_failure_comes_out_as_our_kind_with_the_sdks_as_cause(
-    faults: list[str], kind: type[ModelError], outcome: str, requests: int
+    faults: list[str], kind: type[ModelError], outcome: str, requests: int, transport: str
 ) -> None:
     # Nothing above the client needs openai's exceptions: the kind decides the outcome.
     injected = [Fault(kind=f) for f in faults]  # type: ignore[arg-type]
-    with K3Server(ANSWER, faults=injected) as server, pytest.raises(kind) as caught:
-        await _complete(server, max_attempts=3)
+    with (
+        serving(K3Server(ANSWER, faults=injected), transport) as server,
+        pytest.raises(kind) as caught,
+    ):
+        await _complete(server, transport, max_attempts=3)
     assert len(server.requests) == requests  # refusals are not retried
     assert classify(caught.value) == outcome
     if kind is not StreamCut:  # a cut stream is ours from the start
