@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from pathlib import Path
@@ -121,7 +122,11 @@ def serve_model(
         server = K3Server(turns, port=port, ttft_s=ttft, tokens_per_s=tokens_per_s)
     except (OSError, ValueError, KeyError) as e:
         raise _fail(f"{type(e).__name__}: {e}") from e
-    with server:
+    with contextlib.ExitStack() as stack:
+        try:
+            stack.enter_context(server)  # it listens from here
+        except OSError as e:
+            raise _fail(f"cannot listen on 127.0.0.1:{port}: {e}") from e
         out.print(
             f"serving {len(turns)} scripted turns at [bold]{server.base_url}[/] (Ctrl-C stops)"
         )
