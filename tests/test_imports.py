@@ -31,8 +31,8 @@ PUBLIC = {
         "OpenAIChatModel", "Price", "StreamCut", "ToolCall", "Usage", "resolve_endpoint",
     ],
     agentenv.runner: [
-        "Archive", "Final", "Policies", "Prepared", "finish", "prepare", "release", "run_task",
-        "start_sandbox", "verify_final",
+        "Archive", "EpisodeSettings", "Final", "Policies", "Prepared", "finish", "prepare",
+        "release", "run_task", "start_sandbox", "verify_final",
     ],
     sys.modules["agentenv.sandbox"]: [  # `agentenv.sandbox` is also a function's name
         "ArchiveTooLarge", "EngineUnavailable", "ExecResult", "ImageUnavailable", "Leftover",

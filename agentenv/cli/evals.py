@@ -90,8 +90,8 @@ def eval_(
     from agentenv.errors import ConfigMismatch, JobStopped, TaskError
     from agentenv.render import ProgressLines, phase_line, summary_table
     from agentenv.runner import Policies
+    from agentenv.runner.eval import EpisodeSettings, job_config, regrade, run_eval
     from agentenv.runner.eval import Progress as JobProgress
-    from agentenv.runner.eval import job_config, regrade, run_eval
     from agentenv.runner.results import check_config, load_results
     from agentenv.tasks import load_tasks, task_warnings
 
@@ -122,13 +122,14 @@ def eval_(
     missing = [t.id for t in tasks if t.verifier is None]
     if missing:
         raise _fail(f"these tasks have no [verifier] in task.toml: {', '.join(missing)}")
+    # how every episode runs: made once here, handed to run_eval, and by it to the executor
+    settings = EpisodeSettings(
+        model=model, attempts=attempts, keep_final=keep_final, reasoning_effort=reasoning_effort
+    )
     try:
         Policies(model, reasoning_effort=reasoning_effort)  # a missing key, before any output
         # a folder holding another job is refused before anything is printed or written
-        config = job_config(
-            tasks, model, samples=samples, keep_final=keep_final, reasoning_effort=reasoning_effort
-        )
-        check_config(folder, config)
+        check_config(folder, job_config(tasks, settings, samples=samples))
     except (KeyError, ValueError, NoRoute) as e:
         raise _fail(str(e).strip("'\"")) from e
     except ConfigMismatch as e:
@@ -177,23 +178,13 @@ def eval_(
         if executor == "ray":
             from agentenv.runner import ray_executor  # agentenv[ray], checked above
 
-            cluster = ray_executor.runner(
-                model,
-                attempts=attempts,
-                keep_final=keep_final,
-                reasoning_effort=reasoning_effort,
-                address=address,
-                out=folder,
-            )
+            cluster = ray_executor.runner(address=address, out=folder)
         return await run_eval(
             tasks,
-            model,
+            settings,
             out=folder,
             samples=samples,
             concurrency=concurrency,
-            attempts=attempts,
-            keep_final=keep_final,
-            reasoning_effort=reasoning_effort,
             on_progress=show,
             executor=cluster,
             max_cost_usd=max_cost,

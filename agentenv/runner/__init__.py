@@ -12,9 +12,11 @@ from agentenv.runner.episode import (
     verify_final,
 )
 from agentenv.runner.policy import Policies
+from agentenv.runner.retries import EpisodeSettings
 
 __all__ = [
     "Archive",
+    "EpisodeSettings",
     "Final",
     "Policies",
     "Prepared",

@@ -485,16 +485,18 @@ async def run_task(
     on_event: EventCallback | None = None,
     on_tool_result: ToolResultCallback | None = None,
     phases: dict[str, float] | None = None,
+    backend: str | None = None,
 ) -> tuple[Trajectory, Final]:
     """Run one episode of ``task`` with ``model``: prepare, the loop in a new agent
     sandbox, finish, verify in a new checker sandbox; every sandbox removed whatever
     happens. Returns the trajectory (with its score) and the final state (for
     ``--keep-final`` and regrading). ``phases``, if given, gets the seconds of each phase
     as it ends (``prepare``, ``create``, ``loop``, ``finish``, ``verify``, ``teardown``),
-    so a failed episode still tells where its time went."""
+    so a failed episode still tells where its time went. Its sandboxes are ``backend``'s
+    (the default one for ``None``)."""
     timer = _Phases(phases)
     with timer("prepare"):
-        prepared = await prepare(task)
+        prepared = await prepare(task, backend=backend)
     try:
         async with checker_ahead(prepared) as ahead:
             with timer("create"):

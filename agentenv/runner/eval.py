@@ -41,7 +41,7 @@ from agentenv.runner.results import (
     write_atomic,
     write_json,
 )
-from agentenv.runner.retries import run_episode_with_retries
+from agentenv.runner.retries import EpisodeSettings, run_episode_with_retries
 from agentenv.runner.summary import Row, summarize
 from agentenv.sandbox import SandboxError, gc, get_backend
 from agentenv.sandbox.labels import job_scope, run_id
@@ -49,7 +49,10 @@ from agentenv.tasks import Task, load_tasks, task_digest
 from agentenv.verify import Score
 
 log = get_logger(__name__)
-EpisodeRunner = Callable[[Task, int], Awaitable[tuple[EpisodeResult, Trajectory | None]]]
+EpisodeRunner = Callable[
+    [Task, int, EpisodeSettings], Awaitable[tuple[EpisodeResult, Trajectory | None]]
+]
+"""Runs one episode (with its retries) of a task's sample, as the settings say."""
 
 
 class Progress(BaseModel):
@@ -66,21 +69,15 @@ class Progress(BaseModel):
     budget_spent: bool = False  # no new episode starts: the job's --max-cost is reached
 
 
-def job_config(
-    tasks: list[Task],
-    model: str,
-    *,
-    samples: int = 1,
-    keep_final: bool = False,
-    reasoning_effort: str | None = None,
-) -> JobConfig:
-    """What the job is: what a folder's ``config.json`` must match for a run to resume it."""
+def job_config(tasks: list[Task], settings: EpisodeSettings, *, samples: int = 1) -> JobConfig:
+    """What the job is: what a folder's ``config.json`` must match for a run to resume it
+    (the attempts and the sandbox backend are not: a job may resume with others)."""
     return JobConfig(
-        model=model,
+        model=settings.model,
         samples=samples,
         tasks={t.id: task_digest(t) for t in tasks},
-        keep_final=keep_final,
-        reasoning_effort=reasoning_effort,
+        keep_final=settings.keep_final,
+        reasoning_effort=settings.reasoning_effort,
         folders={t.id: str(t.folder) for t in tasks if t.folder is not None},
         tags={t.id: list(t.tags) for t in tasks if t.tags},
     )
@@ -114,37 +111,36 @@ def collect_leftovers(out: Path, backend: str | None = None) -> int:
 
 async def run_eval(
     tasks: list[Task],
-    model: str,
+    settings: EpisodeSettings | str,
     *,
     out: Path,
     samples: int = 1,
     concurrency: int = 4,
-    attempts: int = 3,
-    keep_final: bool = False,
-    reasoning_effort: str | None = None,
     on_progress: Callable[[Progress], None] | None = None,
     executor: EpisodeRunner | None = None,
     max_cost_usd: float | None = None,
 ) -> list[Row]:
     """Run every (task, sample) that ``out`` has no result for yet; return the summary of
     all of them. Refuses (``ConfigMismatch``) a folder that holds a different job; first
-    removes what killed runs of this job left running.
+    removes what killed runs of this job left running. ``settings`` say how each episode
+    runs (a model name alone means the defaults for everything else).
 
     With ``max_cost_usd`` no episode starts once the job (earlier runs included) has spent
     that much; running ones finish, and the total row's ``stopped`` says ``"max_cost"``.
     The cap is not part of the job: run again with a higher one to go on.
 
-    ``executor`` runs one episode (with its retries) and returns its result and trajectory;
-    by default it is :func:`run_episode_with_retries` here, and
+    ``executor`` runs one episode (with its retries) with the settings and returns its
+    result and trajectory; by default it is :func:`run_episode_with_retries` here, and
     :func:`agentenv.runner.ray_executor.runner` makes one that runs them as Ray tasks on the
-    nodes of a cluster (each using its own Docker engine). Results and trajectories are
+    nodes of a cluster (each using its own sandbox engine). Results and trajectories are
     written by this process either way."""
-    if samples < 1 or concurrency < 1 or attempts < 1:
-        raise ValueError("samples, concurrency and attempts must be at least 1")
-    config = job_config(
-        tasks, model, samples=samples, keep_final=keep_final, reasoning_effort=reasoning_effort
-    )
-    policies = Policies(model, reasoning_effort=reasoning_effort)  # a missing key fails here
+    if isinstance(settings, str):
+        settings = EpisodeSettings(model=settings)
+    if samples < 1 or concurrency < 1:
+        raise ValueError("samples and concurrency must be at least 1")
+    config = job_config(tasks, settings, samples=samples)
+    # a missing key fails here, before anything runs
+    policies = Policies(settings.model, reasoning_effort=settings.reasoning_effort)
     check_config(out, config)
     done = load_results(out, repair=True)
     todo = [(t, s) for t in tasks for s in range(samples) if (t.id, s) not in done]
@@ -159,14 +155,14 @@ async def run_eval(
     # the process's run id (its sandboxes' label) and this call: one process may run a job
     # several times, and the job's wall time is counted per call
     this_run = f"{run_id()}.{uuid.uuid4().hex[:6]}"
-    progress.collected = await anyio.to_thread.run_sync(collect_leftovers, out)
+    progress.collected = await anyio.to_thread.run_sync(collect_leftovers, out, settings.backend)
     log.info("eval.start", tasks=len(tasks), samples=samples, done=len(done), todo=len(todo))
     limiter = anyio.CapacityLimiter(concurrency)
 
-    async def local(task: Task, sample: int) -> tuple[EpisodeResult, Trajectory | None]:
-        return await run_episode_with_retries(
-            task, sample, policies, attempts=attempts, keep_final=keep_final, out=out
-        )
+    async def local(
+        task: Task, sample: int, settings: EpisodeSettings
+    ) -> tuple[EpisodeResult, Trajectory | None]:
+        return await run_episode_with_retries(task, sample, settings, policies, out=out)
 
     runner: EpisodeRunner = executor or local
 
@@ -186,7 +182,7 @@ async def run_eval(
             report()
             started_at = time.time()
             try:
-                result, traj = await runner(task, sample)
+                result, traj = await runner(task, sample, settings)
             finally:
                 progress.running -= 1
             # stamped here, by the process that writes the journal: the job's wall time
@@ -282,6 +278,7 @@ async def regrade(out: Path) -> list[Row]:
 
 __all__ = [
     "EpisodeRunner",
+    "EpisodeSettings",
     "JobStopped",
     "Progress",
     "collect_leftovers",

@@ -23,6 +23,7 @@ import ray
 from agentenv.agent.loop import Trajectory
 from agentenv.runner.policy import Policies
 from agentenv.runner.results import EpisodeResult
+from agentenv.runner.retries import EpisodeSettings
 from agentenv.tasks import Task, load_task
 
 
@@ -35,19 +36,13 @@ def _pack(folder: Path) -> bytes:
 
 @ray.remote(max_retries=2)
 def _episode(
-    packed: bytes,
-    task_json: str,
-    sample: int,
-    model: str,
-    attempts: int,
-    keep_final: bool,
-    out_dir: str | None,
-    reasoning_effort: str | None,
+    packed: bytes, task_json: str, sample: int, settings_json: str, out_dir: str | None
 ) -> tuple[str, str | None, str]:
     """On a node: unpack the task, run one episode with retries, return JSON."""
-    from agentenv.runner.retries import run_episode_with_retries
+    from agentenv.runner.retries import EpisodeSettings, run_episode_with_retries
 
     task = Task.model_validate_json(task_json)
+    settings = EpisodeSettings.model_validate_json(settings_json)
     with tempfile.TemporaryDirectory(prefix="agentenv-ray-") as tmp:
         with tarfile.open(fileobj=io.BytesIO(packed), mode="r:gz") as tar:
             tar.extractall(tmp, filter="data")
@@ -55,16 +50,11 @@ def _episode(
         local = load_task(folder).model_copy(update={"limits": task.limits})
 
         async def run() -> tuple[EpisodeResult, Trajectory | None]:
-            policies = Policies(model, reasoning_effort=reasoning_effort)
+            policies = Policies(settings.model, reasoning_effort=settings.reasoning_effort)
             try:
-                return await run_episode_with_retries(
-                    local,
-                    sample,
-                    policies,
-                    attempts=attempts,
-                    keep_final=keep_final,
-                    out=Path(out_dir) if out_dir else None,  # kept finals: a shared folder
-                )
+                # kept finals go to out_dir: a folder the nodes share
+                out = Path(out_dir) if out_dir else None
+                return await run_episode_with_retries(local, sample, settings, policies, out=out)
             finally:
                 await policies.aclose()
 
@@ -76,22 +66,17 @@ def _episode(
     )
 
 
-def runner(
-    model: str,
-    *,
-    attempts: int,
-    keep_final: bool,
-    reasoning_effort: str | None,
-    address: str | None,
-    out: Path | None = None,
-) -> Any:
+def runner(*, address: str | None, out: Path | None = None) -> Any:
     """An episode runner for :func:`~agentenv.runner.eval.run_eval` that uses the Ray
-    cluster at ``address`` (``None``: start or join a local one)."""
+    cluster at ``address`` (``None``: start or join a local one); each episode gets the
+    job's settings from ``run_eval``."""
     if not ray.is_initialized():
         ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
     packed: dict[str, bytes] = {}
 
-    async def run(task: Task, sample: int) -> tuple[EpisodeResult, Trajectory | None]:
+    async def run(
+        task: Task, sample: int, settings: EpisodeSettings
+    ) -> tuple[EpisodeResult, Trajectory | None]:
         if task.folder is None:
             raise ValueError(f"task {task.id!r} has no folder to send to the cluster")
         if task.id not in packed:
@@ -101,11 +86,8 @@ def runner(
                 packed[task.id],
                 task.model_dump_json(),
                 sample,
-                model,
-                attempts,
-                keep_final,
+                settings.model_dump_json(),
                 str(out) if out else None,
-                reasoning_effort,
             )
         except ray.exceptions.RayError as e:  # the node or its worker died
             return EpisodeResult(

@@ -7,6 +7,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from agentenv.agent.trajectory import Spend, Trajectory
 from agentenv.errors import JobStopped
 from agentenv.log import get_logger
@@ -14,9 +16,26 @@ from agentenv.runner.episode import run_task
 from agentenv.runner.outcomes import POLICY, Outcome, classify
 from agentenv.runner.policy import Policies
 from agentenv.runner.results import EpisodeResult, write_atomic
+from agentenv.sandbox import default_backend
 from agentenv.tasks import Task
 
 log = get_logger(__name__)
+
+
+class EpisodeSettings(BaseModel):
+    """How every episode of a job runs: made once (by the CLI, or by you), it goes from
+    :func:`~agentenv.runner.eval.run_eval` to the executor with each episode, as JSON to a
+    Ray node if need be. Nothing else carries these."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    model: str = Field(description="a preset (kimi-k3), URL[,URL], oracle, null, command:CMD")
+    attempts: int = Field(3, ge=1, description="tries per episode on infrastructure failures")
+    keep_final: bool = Field(False, description="keep each agent's final workspace to regrade")
+    reasoning_effort: str | None = Field(None, description="passed to the model (K3: 'max')")
+    backend: str = Field(
+        default_factory=default_backend, min_length=1, description="the sandbox backend"
+    )
 
 
 def split_phases(phases: dict[str, float], traj: Trajectory | None, wall_s: float) -> None:
@@ -71,24 +90,26 @@ def _result_from(
 async def run_episode_with_retries(
     task: Task,
     sample: int,
+    settings: EpisodeSettings,
     policies: Policies,
     *,
-    attempts: int,
-    keep_final: bool,
     out: Path | None = None,
 ) -> tuple[EpisodeResult, Trajectory | None]:
     """One episode, retried on infrastructure failures per the outcome table: its result,
-    and its trajectory unless it ended in an error. With ``keep_final`` the agent's final
-    workspace is written to ``out/finals/<task>/<sample>.tar`` for regrading. Its
-    ``wall_s`` is the whole episode, retries included, split into ``phases``."""
+    and its trajectory unless it ended in an error. With ``settings.keep_final`` the agent's
+    final workspace is written to ``out/finals/<task>/<sample>.tar`` for regrading. Its
+    ``wall_s`` is the whole episode, retries included, split into ``phases``. ``policies``
+    are ``settings.model``'s (made once per process: they hold its connections)."""
     started = time.monotonic()
+    attempts = settings.attempts
     for attempt in range(1, attempts + 1):
         attempt_started = time.monotonic()
         phases = {"retries": attempt_started - started} if attempt > 1 else {}
         try:
-            traj, final = await run_task(task, policies.for_task(task), phases=phases)
+            model = policies.for_task(task)
+            traj, final = await run_task(task, model, phases=phases, backend=settings.backend)
             kept = None
-            if keep_final and out is not None and final.rejected is None:
+            if settings.keep_final and out is not None and final.rejected is None:
                 kept = f"finals/{task.id}/{sample}.tar"
                 write_atomic(out / kept, final.workspace)
         except Exception as e:  # classified by the outcome table, not handled ad hoc
@@ -124,4 +145,4 @@ async def run_episode_with_retries(
     raise AssertionError("unreachable: the last attempt always returns")
 
 
-__all__ = ["run_episode_with_retries", "split_phases"]
+__all__ = ["EpisodeSettings", "run_episode_with_retries", "split_phases"]

@@ -148,17 +148,21 @@ class K3Server:
         self._turn = 0
         self._port = port
         self._httpd: ThreadingHTTPServer | None = None  # listening only inside ``with``
+        self._address: tuple[str, int] | None = None
 
     @property
     def base_url(self) -> str:
-        """``http://127.0.0.1:PORT/v1`` (inside ``with``, where the server listens)."""
-        if self._httpd is None:
+        """``http://127.0.0.1:PORT/v1``: where it listens inside ``with`` (and listened,
+        after)."""
+        if self._address is None:
             raise RuntimeError("K3Server listens only inside `with`; or use http_client()")
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host!s}:{port}/v1"
+        host, port = self._address
+        return f"http://{host}:{port}/v1"
 
     def __enter__(self) -> K3Server:
         self._httpd = ThreadingHTTPServer(("127.0.0.1", self._port), self._handler())
+        host, port = self._httpd.server_address[:2]
+        self._address = (str(host), int(port))
         threading.Thread(target=self._httpd.serve_forever, daemon=True).start()
         return self
 

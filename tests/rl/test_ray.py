@@ -54,9 +54,7 @@ async def test_eval_on_a_ray_cluster(cluster: str, tmp_path: Path) -> None:
     tasks = load_tasks(
         [ROOT / "environments" / "text-stats", ROOT / "environments" / "top-error-ips"]
     )
-    on_cluster = ray_executor.runner(
-        "oracle", attempts=3, keep_final=False, reasoning_effort=None, address=cluster
-    )
+    on_cluster = ray_executor.runner(address=cluster)
     rows = await run_eval(tasks, "oracle", out=tmp_path, samples=3, executor=on_cluster)
     assert rows[-1].pass_at_1 == 1.0 and rows[-1].episodes == 6
     results = load_results(tmp_path)
@@ -73,9 +71,7 @@ async def test_ray_episodes_prepare_and_verify_like_every_other_driver(
     from tests.runner.test_lifecycle import VIEW, make_task
 
     task = make_task(tmp_path)
-    on_cluster = ray_executor.runner(
-        "oracle", attempts=3, keep_final=False, reasoning_effort=None, address=cluster
-    )
+    on_cluster = ray_executor.runner(address=cluster)
     await run_eval([task], "oracle", out=tmp_path / "job", executor=on_cluster)
     (result,) = load_results(tmp_path / "job").values()
     traj = Trajectory.model_validate_json((tmp_path / "job" / str(result.trajectory)).read_text())

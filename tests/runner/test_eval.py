@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from agentenv.runner.eval import job_id, regrade, run_eval
+from agentenv.runner.eval import EpisodeSettings, job_id, regrade, run_eval
 from agentenv.runner.results import ConfigMismatch, EpisodeResult, load_results
 from agentenv.runner.summary import pass_at_k, summarize
 from agentenv.sandbox.docker import connect
@@ -149,7 +149,8 @@ async def test_infrastructure_failures_are_retried_then_recorded(tmp_path: Path)
         return solving_script(body)
 
     with K3Server(killing_script) as server:
-        rows = await run_eval(tasks, server.base_url, out=tmp_path / "retried", attempts=2)
+        settings = EpisodeSettings(model=server.base_url, attempts=2)
+        rows = await run_eval(tasks, settings, out=tmp_path / "retried")
     (result,) = load_results(tmp_path / "retried").values()
     assert result.outcome == "graded" and result.attempts == 2 and result.reward == 1.0
     assert rows[-1].errors == 0
@@ -158,7 +159,8 @@ async def test_infrastructure_failures_are_retried_then_recorded(tmp_path: Path)
 
     kills["left"] = 5
     with K3Server(killing_script) as server:
-        rows = await run_eval(tasks, server.base_url, out=tmp_path / "lost", attempts=2)
+        settings = EpisodeSettings(model=server.base_url, attempts=2)
+        rows = await run_eval(tasks, settings, out=tmp_path / "lost")
     (result,) = load_results(tmp_path / "lost").values()
     assert result.outcome == "sandbox_lost" and result.attempts == 2 and result.reward is None
     # an error still says where its time went, up to the failure
@@ -175,7 +177,8 @@ async def test_a_broken_verifier_is_an_error_and_final_states_can_be_regraded(
     )
     good = make_task(tmp_path / "tasks", "eve")
     job = tmp_path / "job"
-    rows = await run_eval(load_tasks([broken, good]), "oracle", out=job, keep_final=True)
+    settings = EpisodeSettings(model="oracle", keep_final=True)
+    rows = await run_eval(load_tasks([broken, good]), settings, out=job)
     results = load_results(job)
     assert results[("dee", 0)].outcome == "verifier_error" and results[("dee", 0)].reward is None
     assert results[("eve", 0)].outcome == "graded" and results[("eve", 0)].passed

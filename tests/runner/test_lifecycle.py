@@ -24,7 +24,7 @@ from agentenv.agent import policies
 from agentenv.agent.loop import Trajectory
 from agentenv.model.types import ChatModel
 from agentenv.runner.episode import run_task
-from agentenv.runner.eval import run_eval
+from agentenv.runner.eval import EpisodeSettings, run_eval
 from agentenv.runner.results import load_results
 from agentenv.tasks import Task, load_task
 
@@ -76,7 +76,7 @@ async def by_run_task(task: Task, tmp: Path) -> Trajectory:
 
 
 async def by_eval(task: Task, tmp: Path) -> Trajectory:
-    await run_eval([task], "oracle", out=tmp / "job", keep_final=True)
+    await run_eval([task], EpisodeSettings(model="oracle", keep_final=True), out=tmp / "job")
     (result,) = load_results(tmp / "job").values()
     return Trajectory.model_validate_json((tmp / "job" / str(result.trajectory)).read_text())
 

@@ -14,7 +14,7 @@ from agentenv.model.types import ChatModel
 from agentenv.runner.eval import run_eval
 from agentenv.runner.policy import Policies
 from agentenv.runner.results import EpisodeResult, load_results
-from agentenv.runner.retries import run_episode_with_retries
+from agentenv.runner.retries import EpisodeSettings, run_episode_with_retries
 from agentenv.tasks import Task
 from tests.security.harness import (
     SCRIPT_TIMEOUT_S,
@@ -131,9 +131,8 @@ async def _eval_episode(tmp: Path) -> tuple[EpisodeResult, Trajectory | None]:
     return await run_episode_with_retries(
         task("text-stats"),
         0,
+        EpisodeSettings(model="null", attempts=2, keep_final=True),
         ScriptPolicies("#!/bin/bash\n" + KILL_KEEPALIVE),
-        attempts=2,
-        keep_final=True,
         out=tmp,
     )
 
@@ -149,7 +148,8 @@ def test_rl_eval_episode_with_retries_kill_keepalive(battery: Battery) -> None:
 @scenario("test_rl_run_eval_sabotage", "text-stats", "log-report-json")
 async def _run_eval(tmp: Path) -> dict[tuple[str, int], EpisodeResult]:
     tasks = [task("text-stats"), task("log-report-json")]
-    await run_eval(tasks, f"command:{SABOTAGE}", out=tmp / "job", concurrency=2, attempts=2)
+    settings = EpisodeSettings(model=f"command:{SABOTAGE}", attempts=2)
+    await run_eval(tasks, settings, out=tmp / "job", concurrency=2)
     return load_results(tmp / "job")
 
 
