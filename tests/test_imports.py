@@ -4,8 +4,10 @@ logging, loads no test server, and its public names are pinned."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -138,3 +140,51 @@ def test_a_task_can_be_built_in_memory() -> None:
     assert task.folder is None and task.workspace is None
     again = Task.model_validate_json(task.model_dump_json())
     assert again.id == "in-memory" and again.instruction == task.instruction
+
+
+FAKE_BACKEND = """
+class Backend:
+    name = "fake"
+
+    async def create(self, spec): raise NotImplementedError
+    async def attach(self, sandbox_id, spec): raise NotImplementedError
+    async def fork(self, snapshot, n): raise NotImplementedError
+    async def remove_snapshot(self, snapshot): pass
+    def leftovers(self): return []
+    def remove(self, leftover): return True
+
+
+class NotABackend:
+    name = "broken"
+
+
+backend = Backend()
+"""
+
+
+def test_a_third_party_backend_is_found_through_its_entry_point(tmp_path: Path) -> None:
+    # an installed distribution, as pip would leave it: a module and its dist-info
+    (tmp_path / "fake_backend.py").write_text(FAKE_BACKEND)
+    info = tmp_path / "fake_backend-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: fake-backend\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(
+        "[agentenv.sandbox_backends]\n"
+        "fake = fake_backend:backend\n"
+        "broken = fake_backend:NotABackend\n"
+    )
+    code = (
+        "from agentenv.sandbox import SandboxError, SandboxSpec, backend_names, get_backend\n"
+        "print(sorted(backend_names()))\n"
+        "spec = SandboxSpec(backend='fake')\n"
+        "print(type(get_backend('fake')).__name__, get_backend(spec.backend).name)\n"
+        "try:\n    get_backend('broken')\nexcept SandboxError as e:\n    print(e)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
+    )
+    names, found, broken = done.stdout.splitlines()
+    assert names == "['broken', 'docker', 'fake', 'podman']"
+    assert found == "Backend fake"
+    assert "lacks SandboxBackend's methods" in broken
