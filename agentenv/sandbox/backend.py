@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from importlib.metadata import entry_points
@@ -160,6 +161,23 @@ async def sandbox(spec: SandboxSpec | None = None) -> AsyncIterator[Sandbox]:
     finally:
         with anyio.CancelScope(shield=True):
             await box.close()
+
+
+def check_options(spec: SandboxSpec, known: frozenset[str]) -> None:
+    """Refuse options a backend does not know (a typo must not be silently ignored), and a
+    ``runtime`` that is not a plain name: a path would be run by the engine as host root."""
+    unknown = sorted(set(spec.options) - known)
+    if unknown:
+        raise SandboxError(
+            f"the {spec.backend} backend has no option {', '.join(map(repr, unknown))}; "
+            f"it knows: {', '.join(sorted(known))}"
+        )
+    runtime = spec.options.get("runtime")
+    if runtime is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", runtime):
+        raise SandboxError(
+            f"runtime must be the name of one the engine is configured with (runc, crun, "
+            f"runsc, ...), not {runtime!r}"
+        )
 
 
 async def fork_by_creating(backend: SandboxBackend, snapshot: Snapshot, n: int) -> list[Sandbox]:

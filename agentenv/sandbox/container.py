@@ -1,6 +1,7 @@
 """What the container backends (Docker, Podman) share beyond the executor: the keep-alive
-process, the labels of a sandbox and of a snapshot, and how a failed call is explained from
-the container's state (both engines report it with the same fields)."""
+process, the labels of a sandbox and of a snapshot, pausing and resuming reconciled with the
+container's real state, and how a failed call is explained from that state (both engines
+report it with the same fields)."""
 
 from __future__ import annotations
 
@@ -40,6 +41,37 @@ def snapshot_labels(spec: SandboxSpec, keep_s: float | None) -> dict[str, str]:
     if keep_s is not None:
         labels[OWNER] = KEPT
     return labels
+
+
+FREEZE_ATTEMPTS = 6
+
+
+async def set_frozen(
+    want: bool,
+    call: Callable[[], Awaitable[object]],
+    inspect: InspectState,
+    retryable: Callable[[Exception], bool],
+) -> None:
+    """Pause (``want``) or resume a container with the engine's ``call``. An engine under load
+    sometimes answers a conflict ("already paused", "not paused") its own state then
+    contradicts, and runc's cgroup-v1 freezer sometimes gives up while processes start
+    ("unable to freeze", runc#2753): after such an answer the container's real state
+    decides; it is done when the state is as asked, else the call is tried again. Raises
+    the last error otherwise."""
+    for attempt in range(FREEZE_ATTEMPTS):
+        try:
+            await call()
+            return
+        except Exception as e:
+            if not retryable(e):
+                raise
+            state = await inspect()
+            alive = state is not None and (state.get("Running") or state.get("Paused"))
+            if alive and bool(state.get("Paused")) == want:  # type: ignore[union-attr]
+                return
+            if state is None or not alive or attempt + 1 == FREEZE_ATTEMPTS:
+                raise
+            await anyio.sleep(0.01 * 2**attempt)
 
 
 async def explain_failure(

@@ -66,3 +66,20 @@ async def test_engine_reports_paused_state(busy: DockerSandbox) -> None:
         await busy.resume()
     state = (await engine.run(engine.api.inspect_container, busy.id))["State"]
     assert state["Paused"] is False and state["Running"] is True
+
+
+async def test_an_engine_answer_its_own_state_contradicts_does_not_fail_the_sandbox() -> None:
+    # The engine answers 409 ("already paused", "not paused") when the container is already
+    # as asked, as it also does under load with a stale view: the container's real state
+    # decides, so neither is an error (it was SandboxUnavailable, and failed CI once).
+    from agentenv.sandbox.docker import get_engine
+
+    engine = await get_engine()
+    async with await DockerSandbox.create() as box:
+        await engine.run(engine.api.pause, box.id)  # behind the sandbox's back
+        await box.pause()
+        assert box.paused
+        await engine.run(engine.api.unpause, box.id)
+        await box.resume()
+        assert not box.paused
+        assert (await box.exec("echo alive")).stdout == "alive\n"

@@ -7,6 +7,7 @@ subset of the eval, RL and refactor tests, with Podman in a stage of its own
 from __future__ import annotations
 
 import io
+import subprocess
 import tarfile
 from collections.abc import AsyncIterator, Awaitable, Callable
 
@@ -97,5 +98,52 @@ async def test_what_podman_cannot_do_is_refused_clearly() -> None:
         await create(podman_spec(executor="docker-exec"))
     with pytest.raises(SandboxError, match="no option 'gpus'"):
         await create(podman_spec(options={"gpus": "all"}))
+    with pytest.raises(SandboxError, match="runtime must be the name"):
+        await create(podman_spec(options={"runtime": "/tmp/planted-runtime"}))
     with pytest.raises(SandboxError, match="not in Podman's storage"):
         await create(podman_spec(image="agentenv-test/absent:1"))
+
+
+async def test_an_engine_answer_its_own_state_contradicts_does_not_fail_the_sandbox() -> None:
+    async with await create(podman_spec()) as box:
+        subprocess.run(["podman", "pause", box.id], check=True, capture_output=True)
+        await box.pause()  # "already paused": it is, so that is done
+        assert box.paused
+        subprocess.run(["podman", "unpause", box.id], check=True, capture_output=True)
+        await box.resume()
+        assert (await box.exec("echo alive")).stdout == "alive\n"
+
+
+LEASE = """
+import fcntl, os, time
+fd = os.open("leased.txt", os.O_RDONLY)
+fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_WRLCK)
+open("ready", "w").close()
+time.sleep(600)
+"""
+
+
+async def test_a_file_leased_by_a_frozen_process_is_left_out_not_a_failure() -> None:
+    # An agent holding a write lease makes every other open of that file wait for the lease
+    # to break (or fail, non-blocking): the frozen read must still give the rest, so that
+    # the agent cannot turn its own grade into an infrastructure error.
+    async with await create(podman_spec()) as box:
+        await box.write_file("/workspace/leased.txt", b"secret answer")
+        await box.write_file("/workspace/other.txt", b"kept")
+        await box.write_file("/workspace/lease.py", LEASE.encode())
+        await box.exec("nohup python3 lease.py >/dev/null 2>&1 &")
+        await box.exec("for i in $(seq 50); do [ -e ready ] && break; sleep 0.1; done")
+        await box.pause()
+        names = _members(await box.download("/workspace"))
+        await box.resume()
+    assert "workspace/other.txt" in names and "workspace/leased.txt" not in names
+
+
+async def test_the_hosts_proxy_settings_stay_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Podman copies http_proxy and the like (credentials included) into every container
+    # unless told not to; Docker's backend never does.
+    monkeypatch.setenv("http_proxy", "http://user:secret@proxy.example:3128")
+    monkeypatch.setenv("HTTPS_PROXY", "http://user:secret@proxy.example:3128")
+    async with await create(podman_spec()) as box:
+        seen = await box.exec("env | grep -i proxy || true")
+    assert seen.stdout == "", seen.stdout

@@ -9,26 +9,15 @@ import contextlib
 import docker.errors
 
 from agentenv.sandbox import labels as L
-from agentenv.sandbox.backend import Leftover, fork_by_creating
+from agentenv.sandbox.backend import Leftover, check_options, fork_by_creating
 from agentenv.sandbox.docker.engine import Engine, connect, get_engine
 from agentenv.sandbox.docker.sandbox import DockerSandbox
-from agentenv.sandbox.errors import SandboxError
 from agentenv.sandbox.gc import leftover
 from agentenv.sandbox.protocol import Sandbox, Snapshot
 from agentenv.sandbox.spec import SandboxSpec
 
 OPTIONS = frozenset({"runtime"})
 """The ``SandboxSpec.options`` Docker understands: ``runtime``, the engine's OCI runtime."""
-
-
-def check_options(spec: SandboxSpec, known: frozenset[str] = OPTIONS) -> None:
-    """Refuse options a backend does not know (a typo must not be silently ignored)."""
-    unknown = sorted(set(spec.options) - known)
-    if unknown:
-        raise SandboxError(
-            f"the {spec.backend} backend has no option {', '.join(map(repr, unknown))}; "
-            f"it knows: {', '.join(sorted(known))}"
-        )
 
 
 class DockerBackend:
@@ -45,7 +34,7 @@ class DockerBackend:
 
     async def create(self, spec: SandboxSpec) -> Sandbox:
         """A new running container sandbox (see :meth:`DockerSandbox.create`)."""
-        check_options(spec)
+        check_options(spec, OPTIONS)
         return await DockerSandbox.create(spec, engine=await self._get_engine())
 
     async def attach(self, sandbox_id: str, spec: SandboxSpec) -> Sandbox:

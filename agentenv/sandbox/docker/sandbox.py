@@ -24,7 +24,13 @@ import docker.types
 from agentenv.log import get_logger
 from agentenv.sandbox import cgroup
 from agentenv.sandbox.channel import EXECUTOR_ARGV, ExecutorChannel, ExecutorGone, StreamClosed
-from agentenv.sandbox.container import KEEPALIVE, explain_failure, sandbox_labels, snapshot_labels
+from agentenv.sandbox.container import (
+    KEEPALIVE,
+    explain_failure,
+    sandbox_labels,
+    set_frozen,
+    snapshot_labels,
+)
 from agentenv.sandbox.docker import exec as docker_exec
 from agentenv.sandbox.docker.engine import Engine, get_engine
 from agentenv.sandbox.docker.images import resolve_image
@@ -44,8 +50,7 @@ from agentenv.sandbox.protocol import DEFAULT_MAX_OUTPUT, ExecResult, OutputCall
 from agentenv.sandbox.spec import SandboxSpec
 
 log = get_logger(__name__)
-
-_PAUSE_ATTEMPTS = 6
+_FREEZE_CONFLICTS = ("unable to freeze", "already paused", "not paused")
 
 
 class DockerSandbox:
@@ -277,21 +282,12 @@ class DockerSandbox:
     async def _unavailable(self, cause: BaseException) -> SandboxError:
         """The error for a failed call (see :func:`explain_failure`)."""
 
-        async def inspect() -> dict[str, Any] | None:
-            try:
-                info = await self._engine.run(self._engine.api.inspect_container, self.id)
-            except docker.errors.NotFound:
-                return None
-            except EngineUnavailable as e:
-                raise SandboxUnavailable(f"sandbox {self.id[:12]}: {e}") from e
-            return dict(info.get("State") or {})
-
         return await explain_failure(
             self.id,
             cause,
             closed=self._closed,
             paused=self._paused,
-            inspect=inspect,
+            inspect=self._state,
             describe=_describe,
         )
 
@@ -423,17 +419,7 @@ class DockerSandbox:
             raise SandboxClosed(f"sandbox {self.id[:12]} is closed")
         if self._paused:
             return
-        for attempt in range(_PAUSE_ATTEMPTS):
-            try:
-                await self._engine.run(self._engine.api.pause, self.id)
-                break
-            except docker.errors.APIError as e:
-                # runc's cgroup-v1 freezer sometimes gives up while a sandbox's processes
-                # are still starting ("unable to freeze", runc#2753); a retry succeeds.
-                if "unable to freeze" not in str(e) or attempt + 1 == _PAUSE_ATTEMPTS:
-                    raise await self._unavailable(e) from e
-                log.debug("sandbox.pause_retry", id=self.id[:12], attempt=attempt + 1)
-                await anyio.sleep(0.01 * 2**attempt)
+        await self._set_frozen(True)
         self._paused = True
 
     async def resume(self) -> None:
@@ -442,14 +428,38 @@ class DockerSandbox:
             raise SandboxClosed(f"sandbox {self.id[:12]} is closed")
         if not self._paused:
             return
-        try:
-            await self._engine.run(self._engine.api.unpause, self.id)
-        except docker.errors.APIError as e:
-            raise await self._unavailable(e) from e
+        await self._set_frozen(False)
         self._paused = False
         if self._executor_pending:
             self._executor_pending = False
             await self._start_executor()
+
+    async def _set_frozen(self, want: bool) -> None:
+        api = self._engine.api
+        call = api.pause if want else api.unpause
+        try:
+            await set_frozen(
+                want,
+                lambda: self._engine.run(call, self.id),
+                self._state,
+                # 409 "already paused"; 20.10 says "is not paused" with a 500
+                lambda e: (
+                    isinstance(e, docker.errors.APIError)
+                    and (e.status_code == 409 or any(w in str(e) for w in _FREEZE_CONFLICTS))
+                ),
+            )
+        except docker.errors.APIError as e:
+            raise await self._unavailable(e) from e
+
+    async def _state(self) -> dict[str, Any] | None:
+        """The container's ``State`` (``None``: it is gone)."""
+        try:
+            info = await self._engine.run(self._engine.api.inspect_container, self.id)
+        except docker.errors.NotFound:
+            return None
+        except EngineUnavailable as e:
+            raise SandboxUnavailable(f"sandbox {self.id[:12]}: {e}") from e
+        return dict(info.get("State") or {})
 
     async def cpu_usage_ns(self) -> int:
         """CPU time used by everything in the sandbox so far (the cgroup's counter), in ns."""

@@ -10,7 +10,7 @@ import json
 import anyio
 
 from agentenv.sandbox import labels as L
-from agentenv.sandbox.backend import Leftover, fork_by_creating
+from agentenv.sandbox.backend import Leftover, check_options, fork_by_creating
 from agentenv.sandbox.errors import SandboxError
 from agentenv.sandbox.gc import leftover
 from agentenv.sandbox.podman.cli import NoSuchObject, podman, podman_sync
@@ -40,12 +40,7 @@ class PodmanBackend:
 
     async def create(self, spec: SandboxSpec) -> Sandbox:
         """A new running container sandbox."""
-        unknown = sorted(set(spec.options) - OPTIONS)
-        if unknown:
-            raise SandboxError(
-                f"the podman backend has no option {', '.join(map(repr, unknown))}; "
-                f"it knows: {', '.join(sorted(OPTIONS))}"
-            )
+        check_options(spec, OPTIONS)
         return await PodmanSandbox.create(spec, self._limiter())
 
     async def attach(self, sandbox_id: str, spec: SandboxSpec) -> Sandbox:

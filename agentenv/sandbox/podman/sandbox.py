@@ -27,7 +27,13 @@ import anyio
 from agentenv.log import get_logger
 from agentenv.sandbox import cgroup
 from agentenv.sandbox.channel import EXECUTOR_ARGV, ExecutorChannel, ExecutorGone
-from agentenv.sandbox.container import KEEPALIVE, explain_failure, sandbox_labels, snapshot_labels
+from agentenv.sandbox.container import (
+    KEEPALIVE,
+    explain_failure,
+    sandbox_labels,
+    set_frozen,
+    snapshot_labels,
+)
 from agentenv.sandbox.errors import (
     ArchiveTooLarge,
     SandboxClosed,
@@ -48,7 +54,7 @@ log = get_logger(__name__)
 
 _NSOP = str(Path(__file__).with_name("nsop.py"))
 _CHUNK = 1 << 20
-_PAUSE_ATTEMPTS = 6
+_FETCH_GUARD_S = 900.0  # reading a bounded workdir takes less; more means something hangs
 # Podman asks for more open files and processes than a container under a lowered hard limit
 # (this CI's) may have, and then cannot start it; ask for what this host allows instead.
 _NPROC_CAP = 32768
@@ -134,7 +140,7 @@ class PodmanSandbox:
         uid, gid = numeric_owner(self.spec.user) if self.spec.read_only else (0, 0)
         folders = [self.spec.workdir, *self.spec.scratch]
         root = "keep" if self.spec.read_only else "open"
-        argv = [sys.executable, "-I", _NSOP, "layout", str(await self._pid()), root]
+        argv = [sys.executable, "-I", _NSOP, "layout", str(await self._pid()), self.id, root]
         done = await anyio.run_process([*argv, f"{uid}:{gid}", *folders], check=False)
         if done.returncode != 0:
             said = done.stderr.decode(errors="replace").strip()[-500:]
@@ -232,16 +238,8 @@ class PodmanSandbox:
     async def _unavailable(self, cause: BaseException) -> SandboxError:
         """The error for a failed call (see :func:`explain_failure`)."""
 
-        async def inspect() -> dict[str, Any] | None:
-            try:
-                return dict((await _inspect(self.id)).get("State") or {})
-            except NoSuchObject:
-                return None
-            except SandboxError as e:
-                raise SandboxUnavailable(f"sandbox {self.id[:12]}: {e}") from e
-
         return await explain_failure(
-            self.id, cause, closed=self._closed, paused=self._paused, inspect=inspect
+            self.id, cause, closed=self._closed, paused=self._paused, inspect=self._state
         )
 
     async def read_file(self, path: str) -> bytes:
@@ -329,30 +327,38 @@ class PodmanSandbox:
         """Read through the container's mount namespace (see ``nsop.py``): ``podman cp``
         does not see a tmpfs workdir while the container is frozen."""
         self._check_usable(paused_ok=True)
-        argv = [sys.executable, "-I", _NSOP, "tar", str(await self._pid()), path]
+        argv = [sys.executable, "-I", _NSOP, "tar", str(await self._pid()), self.id, path]
         written = 0
-        async with await anyio.open_process(argv, stdin=None) as proc:
-            assert proc.stdout is not None and proc.stderr is not None
-            try:
-                async for chunk in proc.stdout:
-                    written += len(chunk)
-                    if max_bytes is not None and written > max_bytes:
-                        raise ArchiveTooLarge(
-                            f"the archive of {path} is larger than {max_bytes} bytes"
-                        )
-                    out.write(chunk)
-            except BaseException:
-                proc.kill()
-                raise
-            said = b""
-            with contextlib.suppress(anyio.EndOfStream):
-                said = await proc.stderr.receive(1 << 16)
-            code = await proc.wait()
+        # stderr to a file: a pipe nobody reads while stdout is read would fill and stall it
+        with tempfile.TemporaryFile() as errors:
+            async with await anyio.open_process(argv, stdin=None, stderr=errors) as proc:
+                assert proc.stdout is not None
+                try:
+                    with anyio.fail_after(_FETCH_GUARD_S):
+                        async for chunk in proc.stdout:
+                            written += len(chunk)
+                            if max_bytes is not None and written > max_bytes:
+                                raise ArchiveTooLarge(
+                                    f"the archive of {path} is larger than {max_bytes} bytes"
+                                )
+                            out.write(chunk)
+                        code = await proc.wait()
+                except BaseException as e:
+                    proc.kill()
+                    if isinstance(e, TimeoutError):
+                        raise await self._unavailable(
+                            SandboxError(f"reading {path} took over {_FETCH_GUARD_S:.0f} s")
+                        ) from e
+                    raise
+            errors.seek(0)
+            said = errors.read(1 << 16)
+        message = said.decode(errors="replace").strip()
         if code == 3:
             raise FileNotFoundError(2, "no such file or folder in the sandbox", path)
         if code != 0:
-            message = said.decode(errors="replace").strip()
             raise await self._unavailable(SandboxError(f"reading {path}: {message}"))
+        if message:  # entries left out (a lease held by a frozen process, say)
+            log.info("sandbox.download_left_out", id=self.id[:12], detail=message[-500:])
 
     # -- freezing and saving ---------------------------------------------------------------
 
@@ -367,15 +373,7 @@ class PodmanSandbox:
             raise SandboxClosed(f"sandbox {self.id[:12]} is closed")
         if self._paused:
             return
-        for attempt in range(_PAUSE_ATTEMPTS):
-            try:
-                await podman("pause", self.id)
-                break
-            except SandboxError as e:
-                # runc's cgroup-v1 freezer sometimes gives up while processes start (runc#2753)
-                if "freez" not in str(e) or attempt + 1 == _PAUSE_ATTEMPTS:
-                    raise await self._unavailable(e) from e
-                await anyio.sleep(0.01 * 2**attempt)
+        await self._set_frozen(True)
         self._paused = True
 
     async def resume(self) -> None:
@@ -384,14 +382,32 @@ class PodmanSandbox:
             raise SandboxClosed(f"sandbox {self.id[:12]} is closed")
         if not self._paused:
             return
-        try:
-            await podman("unpause", self.id)
-        except SandboxError as e:
-            raise await self._unavailable(e) from e
+        await self._set_frozen(False)
         self._paused = False
         if self._executor_pending:
             self._executor_pending = False
             await self._start_executor()
+
+    async def _set_frozen(self, want: bool) -> None:
+        conflicts = ("freez", "improper", "already paused", "not paused")
+        try:
+            await set_frozen(
+                want,
+                lambda: podman("pause" if want else "unpause", self.id),
+                self._state,
+                lambda e: isinstance(e, SandboxError) and any(w in str(e) for w in conflicts),
+            )
+        except SandboxError as e:
+            raise await self._unavailable(e) from e
+
+    async def _state(self) -> dict[str, Any] | None:
+        """The container's ``State`` (``None``: it is gone)."""
+        try:
+            return dict((await _inspect(self.id)).get("State") or {})
+        except NoSuchObject:
+            return None
+        except SandboxError as e:
+            raise SandboxUnavailable(f"sandbox {self.id[:12]}: {e}") from e
 
     async def cpu_usage_ns(self) -> int:
         """CPU time used by everything in the sandbox so far, in ns (the cgroup's counter)."""
@@ -448,6 +464,7 @@ def _create_args(spec: SandboxSpec, image: str) -> list[str]:
         "--memory-swap", str(spec.memory),  # no swap: a memory hog is OOM-killed
         "--cpus", str(spec.cpus),
         "--init",
+        "--http-proxy=false",  # Podman copies the host's proxy variables in by default
         "--hostname", "sandbox",
         # a sandbox printing to PID 1's stdout must not fill the host's disk
         "--log-driver", "k8s-file", "--log-opt", "max-size=1mb",
