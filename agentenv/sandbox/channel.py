@@ -23,11 +23,18 @@ import anyio
 from agentenv.sandbox.protocol import ExecResult, OutputCallback
 
 _FRAME = struct.Struct(">II")
+_MAX_HEADER = 1 << 20
+MAX_PAYLOAD = 1 << 30
+"""The largest payload a reply may carry (a file read whole): 1 GiB."""
 _SOURCE = (Path(__file__).parent / "executor_server.py").read_bytes()
 _SOURCE_SIZE = str(len(_SOURCE))
 # Reads the executor's source from stdin and runs it: nothing is written into the image, and
 # `ps` in the sandbox shows a short command line.
 _BOOTSTRAP = (
+    # undumpable before reading a byte: until then a process of the sandbox's user could
+    # open our /proc/<pid>/fd and take the stream (the executor does it again, and says so
+    # when it cannot)
+    "try:\n import ctypes;ctypes.CDLL(None).prctl(4,0,0,0,0)\nexcept Exception:pass\n"
     "import os,sys\n"
     "n=int(sys.argv[1]);b=b''\n"
     "while len(b)<n:\n"
@@ -137,14 +144,27 @@ class ExecutorChannel:
         if payload:  # separately: no copy of a big payload
             await self._stream.send(payload)
 
-    async def _read(self) -> tuple[dict[str, Any], bytes]:
+    async def _read(self, max_payload: int = MAX_PAYLOAD) -> tuple[dict[str, Any], bytes]:
+        """One reply, checked: whatever is on the other end of the stream is the sandbox's,
+        so its lengths are never trusted past what the request can produce."""
         hlen, plen = _FRAME.unpack(await self._stream.read_stdout(_FRAME.size))
-        header = json.loads(await self._stream.read_stdout(hlen))
+        if hlen > _MAX_HEADER or plen > max_payload:
+            raise ExecutorGone(f"the executor announced a reply of {hlen} + {plen} bytes")
+        try:
+            header = json.loads(await self._stream.read_stdout(hlen))
+        except ValueError as e:
+            raise ExecutorGone(f"the executor's reply is not JSON: {e}") from e
+        if not isinstance(header, dict):
+            raise ExecutorGone(f"the executor's reply is not an object: {header!r:.200}")
         payload = await self._stream.read_stdout(plen) if plen else b""
         return header, payload
 
     async def _exchange(
-        self, header: dict[str, Any], payload: bytes, on_chunk: OutputCallback | None
+        self,
+        header: dict[str, Any],
+        payload: bytes,
+        on_chunk: OutputCallback | None,
+        max_payload: int = MAX_PAYLOAD,
     ) -> tuple[dict[str, Any], bytes]:
         if self.broken:
             raise ExecutorGone("channel is closed")
@@ -152,7 +172,7 @@ class ExecutorChannel:
         try:
             await self._send(header, payload)
             while True:
-                reply, data = await self._read()
+                reply, data = await self._read(max_payload)
                 if reply.get("type") != "chunk":
                     done = True
                     return reply, data
@@ -179,23 +199,30 @@ class ExecutorChannel:
         self, header: dict[str, Any], stdin: bytes | None, on_output: OutputCallback | None
     ) -> ExecResult:
         """Run one command; ``header`` is the executor's exec request."""
+        # head and tail of each stream, each at most max_output, and the elision marks
+        most = 2 * int(header.get("max_output") or 0) + (1 << 16)
         reply, data = await self._exchange(
             {**header, "op": "exec", "stdin": stdin is not None, "stream": on_output is not None},
             stdin or b"",
             on_output,
+            max_payload=most,
         )
         if reply.get("type") == "error":
             raise _error(reply)
-        split = int(reply["stdout_len"])
-        return ExecResult(
-            exit_code=int(reply["exit_code"]),
-            stdout_bytes=data[:split],
-            stderr_bytes=data[split:],
-            duration_s=float(reply["duration_s"]),
-            timed_out=bool(reply["timed_out"]),
-            truncated=bool(reply["truncated"]),
-            oom_killed=bool(reply.get("oom_killed")),
-        )
+        try:
+            split = int(reply["stdout_len"])
+            return ExecResult(
+                exit_code=int(reply["exit_code"]),
+                stdout_bytes=data[:split],
+                stderr_bytes=data[split:],
+                duration_s=float(reply["duration_s"]),
+                timed_out=bool(reply["timed_out"]),
+                truncated=bool(reply["truncated"]),
+                oom_killed=bool(reply.get("oom_killed")),
+            )
+        except (KeyError, TypeError, ValueError) as e:
+            self.close()
+            raise ExecutorGone(f"malformed reply from the executor: {reply!r:.200}") from e
 
     def close(self) -> None:
         """Close the stream; the executor kills its running command and exits."""
