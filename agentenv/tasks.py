@@ -32,6 +32,7 @@ from pydantic import (
 from agentenv.agent.tools import DEFAULT_TOOLS, Tool, tools_named
 from agentenv.agent.trajectory import Limits
 from agentenv.errors import TaskError
+from agentenv.harbor import is_harbor, task_fields
 from agentenv.sandbox.images import BASE_IMAGE
 from agentenv.sandbox.spec import parse_size
 from agentenv.verify import AGENT_USER, Check
@@ -57,7 +58,11 @@ class Task(BaseModel):
     disk: int = 2 << 30  # bytes the workdir may hold ("2g" in task.toml)
     # "prepared": verify in a new sandbox from the prepared state plus the agent's workdir;
     # "final": from an image of the agent's whole final filesystem (trusts what it touched)
-    verify_in: Literal["prepared", "final"] = "prepared"
+    verify_in: Literal["prepared", "final", "agent"] = "prepared"
+    # where the agent runs: no network unless the task asks; its CPU and memory
+    network: Literal["none", "bridge"] = "none"
+    cpus: float = Field(1.0, gt=0, le=64)
+    memory: int = 4 << 30
     instruction: str = ""
     folder: Path | None = None
 
@@ -135,6 +140,8 @@ def load_task(folder: Path | str) -> Task:
         raw = tomllib.loads(spec_file.read_text())
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
         raise TaskError(f"{spec_file}: not valid TOML: {e}") from e
+    if is_harbor(raw, folder):
+        raw = task_fields(raw, folder, spec_file)  # Harbor's format, run as it is
     for key in ("instruction", "folder"):
         if key in raw:
             raise TaskError(f"{spec_file}: {key}: not a task.toml field")
@@ -204,7 +211,8 @@ def task_digest(task: Task) -> str:
     """A digest of everything in the task's folder: a job refuses to resume when it changed."""
     # fields added since jobs were first written are left out at their default, so that
     # a job started before them still resumes
-    unset = {"tools"} if task.tools is None else set()
+    fresh = {"tools": None, "network": "none", "cpus": 1.0, "memory": 4 << 30}
+    unset = {name for name, default in fresh.items() if getattr(task, name) == default}
     h = hashlib.sha256(task.model_dump_json(exclude={"folder", *unset}).encode())
     if task.folder is not None:
         for path in sorted(task.folder.rglob("*")):

@@ -223,8 +223,26 @@ class CompositeCheck(_Check):
     checks: list[Check]
 
 
+class HarborCheck(_Check):
+    """A Harbor task's verifier: ``tests/`` is put at ``/tests`` in the agent's own sandbox
+    once it is done, ``test.sh`` runs there, and the reward is what it wrote to
+    ``/logs/verifier/reward.txt`` (a number) or ``reward.json`` (named numbers). See
+    :mod:`agentenv.harbor`: only tasks loaded from Harbor's format carry it."""
+
+    kind: Literal["harbor"]
+    timeout_s: float = Field(600, gt=0)
+    env: dict[str, str] = {}
+
+
 Check = Annotated[
-    CommandCheck | PytestCheck | FileCheck | JsonCheck | ImageCheck | OutputsCheck | CompositeCheck,
+    CommandCheck
+    | PytestCheck
+    | FileCheck
+    | JsonCheck
+    | ImageCheck
+    | OutputsCheck
+    | CompositeCheck
+    | HarborCheck,
     Field(discriminator="kind"),
 ]
 CompositeCheck.model_rebuild()

@@ -34,6 +34,7 @@ from pydantic import BaseModel, ConfigDict
 from agentenv.agent.loop import run_episode
 from agentenv.agent.trajectory import ToolResultCallback, Trajectory
 from agentenv.archive import Archive
+from agentenv.harbor import verify_in_sandbox
 from agentenv.log import get_logger
 from agentenv.model.client import EventCallback
 from agentenv.model.types import ChatModel
@@ -49,7 +50,7 @@ from agentenv.sandbox import (
 from agentenv.sandbox.errors import ArchiveTooLarge, EngineUnavailable, SandboxUnavailable
 from agentenv.sandbox.images import dockerfile_image
 from agentenv.tasks import Task
-from agentenv.verify import CHECKER_CAPS, ROOT, CheckResult, Score, Workspace, verify
+from agentenv.verify import CHECKER_CAPS, ROOT, CheckResult, HarborCheck, Score, Workspace, verify
 
 log = get_logger(__name__)
 
@@ -86,7 +87,10 @@ class Final(BaseModel):
 
     workspace: Archive
     snapshot: Snapshot | None = None
-    rejected: str | None = None  # why the final workdir could not be taken: scored 0
+    rejected: str | None = None
+    # a task verified where the agent worked (Harbor's): its score, taken before the
+    # sandbox was closed
+    score: Score | None = None  # why the final workdir could not be taken: scored 0
 
 
 # -- workspace archives ---------------------------------------------------------------------
@@ -214,6 +218,9 @@ def agent_spec(prepared: Prepared, *, outlive_owner: bool = False) -> SandboxSpe
         user=None if root else task.user,
         read_only=task.read_only and not root,
         disk=task.disk,
+        network=task.network,
+        cpus=task.cpus,
+        memory=task.memory,
         env={} if root else {"HOME": "/tmp"},
         outlive_owner=outlive_owner,
     )
@@ -319,7 +326,12 @@ async def finish(box: Sandbox, prepared: Prepared) -> Final:
     if dropped:
         log.info("episode.dropped", task=task.id, entries=dropped[:20], n=len(dropped))
     snapshot = await box.snapshot() if task.verify_in == "final" else None
-    return Final(workspace=archive, snapshot=snapshot)
+    score = None
+    if task.verify_in == "agent" and isinstance(task.verifier, HarborCheck):
+        assert task.tests is not None  # a Harbor task always has tests/ (checked at load)
+        await box.resume()  # its processes run on: the tests may look at a service it left
+        score = await verify_in_sandbox(box, task.tests, task.verifier, task.workdir)
+    return Final(workspace=archive, snapshot=snapshot, score=score)
 
 
 def final_limit(task: Task) -> int:
@@ -395,7 +407,7 @@ async def checker_ahead(prepared: Prepared) -> AsyncIterator[CheckerAhead | None
     taken by the end of the block is removed. Yields ``None`` for a task without a verifier
     or one verified in its final state."""
     task = prepared.task
-    if task.verifier is None or task.verify_in == "final":
+    if task.verifier is None or task.verify_in in ("final", "agent"):
         yield None
         return
     ahead = CheckerAhead(prepared)
@@ -437,6 +449,8 @@ async def verify_final(
     task = prepared.task
     if task.verifier is None:
         return None
+    if task.verify_in == "agent" and final.rejected is None:
+        return final.score  # verified in the agent's sandbox, by finish()
     if final.rejected is not None:
         checks = _final_state_failed(f"the final workdir was not taken: {final.rejected}")
         return Score(reward=0.0, passed=False, checks=checks)

@@ -1,0 +1,232 @@
+"""Harbor's task format (Terminal-Bench 2.0, and what several RL dataset generators emit),
+run as it is: a folder with ``instruction.md``, a ``task.toml`` in Harbor's schema (1.0 or
+1.1), ``environment/Dockerfile`` (or ``[environment] docker_image``), ``tests/test.sh`` and
+optionally ``solution/solve.sh``.
+
+The semantics kept (``docs/harbor.md`` has the whole mapping, and what is not supported):
+the image built from ``environment/`` is the starting state and the agent works in its
+``WORKDIR`` as the image's user; ``tests/`` reaches ``/tests`` only once the agent is done,
+and ``test.sh`` runs in the agent's own sandbox (Harbor's tests inspect system state: a
+service, a file in ``/etc``); the reward is ``/logs/verifier/reward.txt`` (a number) or
+``reward.json`` (named numbers; ``reward`` if present, else their mean); no reward file is
+a reward of 0; the timeouts, CPUs, memory and ``allow_internet`` of ``task.toml`` hold
+(internet only where the task asks, off by default here); the oracle runs
+``solution/solve.sh``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import shlex
+import time
+from pathlib import Path
+from typing import Any
+
+from agentenv.agent.trajectory import Limits
+from agentenv.errors import TaskError
+from agentenv.sandbox import Sandbox
+from agentenv.verify import CheckResult, HarborCheck, Score
+
+SCHEMA_VERSIONS = ("1.0", "1.1")
+TESTS = "/tests"
+LOGS = "/logs/verifier"
+_MIB = 1 << 20
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)i?B?\s*$", re.IGNORECASE)
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+def is_harbor(raw: dict[str, Any], folder: Path) -> bool:
+    """Whether a task folder is in Harbor's format rather than agentenv's: its task.toml has
+    Harbor's version key or its ``[agent]``/``[environment]``/``[metadata]`` tables, or the
+    folder an ``environment/`` folder."""
+    harbor_keys = ("version", "schema_version", "agent", "environment", "metadata")
+    return any(key in raw for key in harbor_keys) or (folder / "environment").is_dir()
+
+
+def task_fields(raw: dict[str, Any], folder: Path, spec_file: Path) -> dict[str, Any]:
+    """The fields of an agentenv :class:`~agentenv.tasks.Task` for the Harbor task in
+    ``folder`` whose task.toml is ``raw``; raises :class:`TaskError` naming the file and
+    the field for what cannot be run."""
+
+    def bad(field: str, message: str) -> TaskError:
+        return TaskError(f"{spec_file}: {field}: {message}")
+
+    version = str(raw.get("schema_version", raw.get("version", "1.0")))
+    if version not in SCHEMA_VERSIONS:
+        known = ", ".join(SCHEMA_VERSIONS)
+        raise bad("schema_version", f"{version!r} is not a Harbor schema agentenv runs ({known})")
+    env = _table(raw, "environment", spec_file)
+    agent = _table(raw, "agent", spec_file)
+    verifier = _table(raw, "verifier", spec_file)
+    metadata = _table(raw, "metadata", spec_file)
+    task = _table(raw, "task", spec_file)
+    environment = folder / "environment"
+    if (environment / "docker-compose.yaml").is_file() or (
+        environment / "docker-compose.yml"
+    ).is_file():
+        raise TaskError(
+            f"{environment / 'docker-compose.yaml'}: compose-based Harbor tasks (several "
+            "services) are not supported; a task with one environment/Dockerfile is"
+        )
+    if verifier.get("environment_mode", "shared") != "shared" or "environment" in verifier:
+        raise bad("verifier", "a separate verifier environment is not supported yet")
+    for who, table in (("agent", agent), ("verifier", verifier)):
+        user = table.get("user")
+        if user not in (None, "root", "0", "0:0"):
+            raise bad(f"{who}.user", f"{user!r}: only root is supported yet")
+    dockerfile = environment / "Dockerfile"
+    image = env.get("docker_image")
+    if image is None and not dockerfile.is_file():
+        raise TaskError(f"{dockerfile}: not found, and task.toml has no docker_image")
+    if not (folder / "tests" / "test.sh").is_file():
+        raise TaskError(f"{folder / 'tests' / 'test.sh'}: not found (Harbor's verifier)")
+    name = str(task.get("name") or folder.resolve().name).rsplit("/", 1)[-1]
+    task_id = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-._") or "task"
+    fields: dict[str, Any] = {
+        "id": task_id,
+        "description": str(task.get("description", "")),
+        "tags": [str(t) for t in [*metadata.get("tags", []), *task.get("keywords", [])]],
+        "workdir": _workdir(dockerfile) if image is None else "/app",
+        "user": "root",
+        "read_only": False,
+        "verify_in": "agent",
+        "network": "bridge" if env.get("allow_internet", False) else "none",
+        "verifier": {
+            "kind": "harbor",
+            "name": "tests/test.sh",
+            "timeout_s": float(verifier.get("timeout_sec", 600.0)),
+            "env": {str(k): str(v) for k, v in (verifier.get("env") or {}).items()},
+        },
+    }
+    if metadata.get("category"):
+        fields["tags"].append(str(metadata["category"]))
+    if image is None:
+        fields["dockerfile"] = "environment/Dockerfile"  # built as agentenv/task-<id>:ctx-…
+    else:
+        fields["image"] = str(image)
+    if "cpus" in env:
+        fields["cpus"] = float(env["cpus"])
+    memory = _size(env, "memory", "memory_mb", spec_file)
+    if memory is not None:
+        fields["memory"] = memory
+    storage = _size(env, "storage", "storage_mb", spec_file)
+    if storage is not None:
+        fields["disk"] = storage
+    timeout = agent.get("timeout_sec")
+    fields["limits"] = Limits(wall_time_s=float(timeout) if timeout else None)
+    return fields
+
+
+def _table(raw: dict[str, Any], key: str, spec_file: Path) -> dict[str, Any]:
+    value = raw.get(key, {})
+    if not isinstance(value, dict):
+        raise TaskError(f"{spec_file}: {key}: must be a table")
+    return value
+
+
+def _size(env: dict[str, Any], key: str, mb_key: str, spec_file: Path) -> int | None:
+    if mb_key in env:
+        return int(float(env[mb_key]) * _MIB)
+    if key not in env:
+        return None
+    match = _SIZE.match(str(env[key]))
+    if not match:
+        raise TaskError(f"{spec_file}: environment.{key}: {env[key]!r} is not a size like '4G'")
+    return int(float(match.group(1)) * _UNITS[match.group(2).upper()])
+
+
+def _workdir(dockerfile: Path) -> str:
+    """The image's working folder, the last ``WORKDIR`` of its Dockerfile (``/app``, Harbor's
+    usual one, without)."""
+    found = "/app"
+    for line in dockerfile.read_text(errors="replace").splitlines():
+        parts = line.strip().split(None, 1)
+        if len(parts) == 2 and parts[0].upper() == "WORKDIR":
+            path = parts[1].strip().strip("\"'")
+            found = path if path.startswith("/") else f"{found.rstrip('/')}/{path}"
+    return found if found.rstrip("/") else "/app"
+
+
+async def verify_in_sandbox(box: Sandbox, tests: Path, check: HarborCheck, workdir: str) -> Score:
+    """Harbor's verification in the agent's own (running) sandbox: ``/tests`` and the reward
+    folder are laid down fresh (nothing the agent left there counts), ``test.sh`` runs, and
+    its reward file is read. The agent's failures score 0; only a sandbox that dies raises."""
+    started = time.monotonic()
+    quoted = f"{shlex.quote(TESTS)} {shlex.quote(LOGS)}"
+    ready = await box.exec(
+        ["/bin/sh", "-c", f"rm -rf {quoted} && mkdir -p {quoted} && chmod 0777 {LOGS}"],
+        timeout=120,
+    )
+    if not ready.ok:
+        return _zero(f"could not lay out {TESTS} and {LOGS}: {ready.stderr.strip()[-500:]}")
+    await box.upload(tests, TESTS)
+    ran = await box.exec(
+        ["bash", f"{TESTS}/test.sh"], timeout=check.timeout_s, cwd=workdir, env=check.env
+    )
+    output = (ran.stdout + ran.stderr).strip()[-2000:]
+    if ran.timed_out:
+        return _zero(f"test.sh timed out after {check.timeout_s:g} s\n{output}", started)
+    rewards, problem = await _rewards(box)
+    if problem is not None:
+        return _zero(f"{problem} (test.sh exit {ran.exit_code})\n{output}", started)
+    reward = rewards["reward"] if "reward" in rewards else sum(rewards.values()) / len(rewards)
+    clamped = min(1.0, max(0.0, reward))
+    checks = [
+        CheckResult(name=name, score=min(1.0, max(0.0, value)), passed=value >= 1.0)
+        for name, value in rewards.items()
+    ]
+    if clamped != reward:
+        checks[0].detail = f"reward {reward:g} clamped to [0, 1]"
+    return Score(
+        reward=clamped,
+        passed=clamped >= 1.0,
+        checks=checks,
+        duration_s=time.monotonic() - started,
+    )
+
+
+async def _rewards(box: Sandbox) -> tuple[dict[str, float], str | None]:
+    """The rewards test.sh wrote, or why there are none."""
+    for name, parse in (("reward.txt", _from_text), ("reward.json", _from_json)):
+        try:
+            raw = await box.read_file(f"{LOGS}/{name}")
+        except FileNotFoundError:
+            continue
+        except OSError as e:
+            return {}, f"{LOGS}/{name}: {e}"
+        try:
+            return parse(raw), None
+        except (ValueError, TypeError) as e:
+            return {}, f"{LOGS}/{name}: {e}"
+    return {}, f"test.sh wrote no {LOGS}/reward.txt nor reward.json"
+
+
+def _from_text(raw: bytes) -> dict[str, float]:
+    value = float(raw.decode(errors="replace").strip())
+    if not math.isfinite(value):
+        raise ValueError(f"{value} is not a reward")
+    return {"reward": value}
+
+
+def _from_json(raw: bytes) -> dict[str, float]:
+    data = json.loads(raw)
+    if isinstance(data, (int, float)) and not isinstance(data, bool):
+        data = {"reward": data}
+    if not isinstance(data, dict) or not data:
+        raise ValueError("not an object of named rewards")
+    rewards: dict[str, float] = {}
+    for key, value in data.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError(f"{key!r} is not a number")
+        if not math.isfinite(value):
+            raise ValueError(f"{key!r} is not finite")
+        rewards[str(key)] = float(value)
+    return rewards
+
+
+def _zero(detail: str, started: float | None = None) -> Score:
+    check = CheckResult(name="tests/test.sh", score=0.0, passed=False, detail=detail[:4000])
+    took = time.monotonic() - started if started is not None else 0.0
+    return Score(reward=0.0, passed=False, checks=[check], duration_s=took)

@@ -1,0 +1,198 @@
+"""Harbor tasks run as they are: folders written here in Harbor's format (FROM the offline
+base image), through the one episode lifecycle, with Harbor's semantics kept."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from agentenv.errors import TaskError
+from agentenv.runner.episode import run_task
+from agentenv.runner.policy import Policies
+from agentenv.sandbox.images import BASE_IMAGE
+from agentenv.tasks import load_task, load_tasks
+
+pytestmark = pytest.mark.anyio
+
+TOML = """\
+version = "1.0"
+
+[metadata]
+author_name = "agentenv tests"
+difficulty = "easy"
+category = "programming"
+tags = ["harbor", "trivial"]
+
+[verifier]
+timeout_sec = {verifier_timeout}
+
+[agent]
+timeout_sec = 120.0
+
+[environment]
+build_timeout_sec = 600.0
+cpus = 1
+memory_mb = 1024
+storage_mb = 2048
+{extra}
+"""
+
+
+def harbor_task(
+    root: Path,
+    name: str,
+    *,
+    test: str,
+    solve: str = "echo hello > /app/out.txt\n",
+    verifier_timeout: float = 60.0,
+    extra: str = "",
+    toml: str | None = None,
+) -> Path:
+    folder = root / name
+    (folder / "environment").mkdir(parents=True)
+    (folder / "tests").mkdir()
+    (folder / "solution").mkdir()
+    (folder / "task.toml").write_text(
+        toml or TOML.format(verifier_timeout=verifier_timeout, extra=extra)
+    )
+    (folder / "instruction.md").write_text("Write hello to /app/out.txt.\n")
+    (folder / "environment" / "Dockerfile").write_text(
+        f"FROM {BASE_IMAGE}\nWORKDIR /app\nRUN echo 'given' > /app/input.txt\n"
+    )
+    (folder / "tests" / "test.sh").write_text("#!/bin/bash\n" + textwrap.dedent(test))
+    (folder / "solution" / "solve.sh").write_text("#!/bin/bash\n" + solve)
+    return folder
+
+
+NUMERIC = """\
+if [ "$(cat /app/out.txt 2>/dev/null)" = hello ] && [ "$(cat /app/input.txt)" = given ]; then
+  echo 1 > /logs/verifier/reward.txt
+else
+  echo 0 > /logs/verifier/reward.txt
+fi
+"""
+
+
+async def _run(folder: Path, policy: str = "oracle") -> tuple[float, list[str]]:
+    task = load_task(folder)
+    policies = Policies(policy)
+    try:
+        traj, _ = await run_task(task, policies.for_task(task))
+    finally:
+        await policies.aclose()
+    assert traj.score is not None and traj.score.error is None, traj.score
+    return traj.reward or 0.0, [f"{c.name}:{c.score}:{c.detail}" for c in traj.score.checks]
+
+
+async def test_numeric_reward_oracle_and_null(tmp_path: Path) -> None:
+    folder = harbor_task(tmp_path, "hello", test=NUMERIC)
+    task = load_task(folder)
+    assert task.verify_in == "agent" and task.workdir == "/app" and task.network == "none"
+    assert task.memory == 1024 << 20 and task.disk == 2048 << 20
+    assert set(task.tags) >= {"harbor", "trivial", "programming"}
+    assert (await _run(folder, "oracle"))[0] == 1.0
+    assert (await _run(folder, "null"))[0] == 0.0
+
+
+async def test_json_rewards_are_named_and_reward_is_the_score(tmp_path: Path) -> None:
+    test = """\
+    echo '{"reward": 0.5, "style": 1, "speed": 0}' > /logs/verifier/reward.json
+    """
+    reward, checks = await _run(harbor_task(tmp_path, "named", test=test))
+    assert reward == 0.5
+    assert [c.split(":")[:2] for c in checks] == [
+        ["reward", "0.5"],
+        ["style", "1.0"],
+        ["speed", "0.0"],
+    ]
+
+
+async def test_no_reward_file_or_a_timeout_or_a_planted_reward_is_zero(tmp_path: Path) -> None:
+    silent = harbor_task(tmp_path, "silent", test="echo ran\n")
+    reward, checks = await _run(silent)
+    assert reward == 0.0 and "wrote no /logs/verifier/reward.txt" in checks[0]
+    slow = harbor_task(tmp_path, "slow", test="sleep 30\n", verifier_timeout=2)
+    reward, checks = await _run(slow)
+    assert reward == 0.0 and "timed out after 2 s" in checks[0]
+    # the agent writes the reward itself, and leaves a process that keeps writing it: the
+    # folder is laid down fresh before test.sh, and test.sh's own answer is what counts
+    # (this test.sh, like many, writes a reward only when the work is there)
+    strict = (
+        '[ "$(cat /app/out.txt 2>/dev/null)" = hello ] || exit 1\n'
+        "echo 1 > /logs/verifier/reward.txt\n"
+    )
+    planted = harbor_task(
+        tmp_path,
+        "planted",
+        test=strict,
+        solve=(
+            "mkdir -p /logs/verifier && echo 1 > /logs/verifier/reward.txt\n"
+            "echo '{\"reward\": 1}' > /logs/verifier/reward.json\n"
+        ),
+    )
+    assert (await _run(planted))[0] == 0.0
+
+
+async def test_resources_network_and_a_service_the_agent_left_running(tmp_path: Path) -> None:
+    # Harbor's tests inspect system state: here a server the agent started must still
+    # answer when test.sh runs, in the agent's own sandbox, with the task's limits
+    solve = (
+        "nohup python3 -m http.server 8123 --bind 127.0.0.1 >/dev/null 2>&1 &\n"
+        "echo hello > /app/out.txt\n"
+    )
+    test = """\
+    mem=$(cat /sys/fs/cgroup/memory/memory.limit_in_bytes 2>/dev/null \
+      || cat /sys/fs/cgroup/memory.max)
+    nets=$(ls /sys/class/net | tr '\\n' ' ')
+    for i in $(seq 50); do
+      python3 -c "import urllib.request as u; u.urlopen('http://127.0.0.1:8123/out.txt')" \\
+        2>/dev/null && served=yes && break
+      sleep 0.1
+    done
+    echo "mem=$mem nets=$nets served=$served"
+    if [ "$mem" = 536870912 ] && [ "$nets" = "lo " ] && [ "$served" = yes ]; then
+      echo 1 > /logs/verifier/reward.txt
+    else
+      echo 0 > /logs/verifier/reward.txt
+    fi
+    """
+    toml = TOML.format(verifier_timeout=60.0, extra="").replace(
+        "memory_mb = 1024", 'memory = "512M"'
+    )
+    reward, checks = await _run(harbor_task(tmp_path, "served", test=test, solve=solve, toml=toml))
+    assert reward == 1.0, checks
+
+
+def test_what_cannot_run_is_refused_naming_the_file(tmp_path: Path) -> None:
+    compose = harbor_task(tmp_path, "compose", test=NUMERIC)
+    (compose / "environment" / "docker-compose.yaml").write_text("services: {}\n")
+    with pytest.raises(TaskError, match=r"docker-compose.yaml: compose-based Harbor tasks"):
+        load_task(compose)
+    future = harbor_task(tmp_path, "future", test=NUMERIC, toml='schema_version = "9.0"\n')
+    with pytest.raises(TaskError, match=r"task.toml: schema_version: '9.0' is not a Harbor"):
+        load_task(future)
+    no_tests = harbor_task(tmp_path, "no-tests", test=NUMERIC)
+    (no_tests / "tests" / "test.sh").unlink()
+    with pytest.raises(TaskError, match=r"tests/test.sh: not found"):
+        load_task(no_tests)
+    bad_size = harbor_task(
+        tmp_path, "bad-size", test=NUMERIC, toml='version = "1.0"\n[environment]\nmemory = "lots"\n'
+    )
+    with pytest.raises(TaskError, match=r"environment.memory: 'lots' is not a size"):
+        load_task(bad_size)
+
+
+def test_schema_1_1_names_and_a_folder_of_them(tmp_path: Path) -> None:
+    toml = (
+        'schema_version = "1.1"\n[task]\nname = "acme/say-hello"\n'
+        'description = "says hello"\nkeywords = ["greeting"]\n'
+        "[verifier]\ntimeout_sec = 30.0\n[environment]\nallow_internet = true\n"
+    )
+    harbor_task(tmp_path / "set", "one", test=NUMERIC, toml=toml)
+    (task,) = load_tasks([tmp_path / "set"])
+    assert task.id == "say-hello" and task.description == "says hello"
+    assert task.network == "bridge" and "greeting" in task.tags
+    assert json.loads(task.model_dump_json())["verifier"]["kind"] == "harbor"
