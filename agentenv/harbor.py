@@ -86,7 +86,7 @@ def task_fields(raw: dict[str, Any], folder: Path, spec_file: Path) -> dict[str,
     task_id = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-._") or "task"
     fields: dict[str, Any] = {
         "id": task_id,
-        "description": str(task.get("description", "")),
+        "description": str(task.get("description") or _first_line(folder / "instruction.md")),
         "tags": [str(t) for t in [*metadata.get("tags", []), *task.get("keywords", [])]],
         "workdir": _workdir(dockerfile) if image is None else "/app",
         "user": "root",
@@ -117,6 +117,15 @@ def task_fields(raw: dict[str, Any], folder: Path, spec_file: Path) -> dict[str,
     timeout = agent.get("timeout_sec")
     fields["limits"] = Limits(wall_time_s=float(timeout) if timeout else None)
     return fields
+
+
+def _first_line(instruction: Path) -> str:
+    """A schema-1.0 task has no description: its instruction's first line stands in."""
+    if not instruction.is_file():
+        return ""
+    lines = instruction.read_text(errors="replace").splitlines()
+    first = next((line.strip("# ").strip() for line in lines if line.strip()), "")
+    return first[:200]
 
 
 def _table(raw: dict[str, Any], key: str, spec_file: Path) -> dict[str, Any]:
