@@ -20,16 +20,19 @@ import json
 import math
 import re
 import shlex
+import tarfile
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from agentenv.agent.trajectory import Limits
 from agentenv.errors import TaskError
-from agentenv.sandbox import Sandbox
+from agentenv.sandbox import ArchiveTooLarge, Sandbox
 from agentenv.verify import CheckResult, HarborCheck, Score
 
 SCHEMA_VERSIONS = ("1.0", "1.1")
+MAX_REWARD_FILE = 1 << 20
 TESTS = "/tests"
 LOGS = "/logs/verifier"
 _MIB = 1 << 20
@@ -197,19 +200,36 @@ async def verify_in_sandbox(box: Sandbox, tests: Path, check: HarborCheck, workd
 
 
 async def _rewards(box: Sandbox) -> tuple[dict[str, float], str | None]:
-    """The rewards test.sh wrote, or why there are none."""
+    """The rewards test.sh wrote, or why there are none. Each file is taken as a tar of at
+    most :data:`MAX_REWARD_FILE` bytes: whatever left it there, it costs the runner no more
+    memory than that, and a symlink is not followed."""
     for name, parse in (("reward.txt", _from_text), ("reward.json", _from_json)):
-        try:
-            raw = await box.read_file(f"{LOGS}/{name}")
-        except FileNotFoundError:
-            continue
-        except OSError as e:
-            return {}, f"{LOGS}/{name}: {e}"
+        path = f"{LOGS}/{name}"
+        with tempfile.TemporaryDirectory(prefix="agentenv-reward-") as tmp:
+            tar_path = Path(tmp) / "reward.tar"
+            try:
+                await box.download_to(path, tar_path, max_bytes=MAX_REWARD_FILE)
+            except FileNotFoundError:
+                continue
+            except ArchiveTooLarge:
+                return {}, f"{path} is larger than {MAX_REWARD_FILE} bytes"
+            raw = _only_file(tar_path, name)
+        if raw is None:
+            return {}, f"{path} is not a regular file"
         try:
             return parse(raw), None
         except (ValueError, TypeError) as e:
-            return {}, f"{LOGS}/{name}: {e}"
+            return {}, f"{path}: {e}"
     return {}, f"test.sh wrote no {LOGS}/reward.txt nor reward.json"
+
+
+def _only_file(tar_path: Path, name: str) -> bytes | None:
+    with tarfile.open(tar_path) as tar:
+        member = next((m for m in tar.getmembers() if m.name == name), None)
+        if member is None or not member.isreg():
+            return None
+        data = tar.extractfile(member)
+        return data.read() if data is not None else None
 
 
 def _from_text(raw: bytes) -> dict[str, float]:

@@ -117,6 +117,17 @@ async def test_no_reward_file_or_a_timeout_or_a_planted_reward_is_zero(tmp_path:
     slow = harbor_task(tmp_path, "slow", test="sleep 30\n", verifier_timeout=2)
     reward, checks = await _run(slow)
     assert reward == 0.0 and "timed out after 2 s" in checks[0]
+    # a reward file the runner will not take into memory whole, nor follow as a link
+    huge = harbor_task(
+        tmp_path,
+        "huge",
+        test="head -c 5000000 /dev/zero | tr '\\0' 1 > /logs/verifier/reward.txt\n",
+    )
+    reward, checks = await _run(huge)
+    assert reward == 0.0 and "is larger than 1048576 bytes" in checks[0], checks
+    linked = harbor_task(tmp_path, "linked", test="ln -s /etc/hostname /logs/verifier/reward.txt\n")
+    reward, checks = await _run(linked)
+    assert reward == 0.0 and "is not a regular file" in checks[0], checks
     # the agent writes the reward itself, and leaves a process that keeps writing it: the
     # folder is laid down fresh before test.sh, and test.sh's own answer is what counts
     # (this test.sh, like many, writes a reward only when the work is there)
