@@ -10,7 +10,9 @@ above those edges needs either library's exceptions::
     │   ├── SandboxUnavailable      the container died, was OOM-killed or removed
     │   ├── SandboxClosed           closed by its owner
     │   ├── SandboxPaused           a command sent while paused
-    │   └── ArchiveTooLarge         a download passed the size its caller allowed
+    │   ├── ArchiveTooLarge         a download passed the size its caller allowed
+    │   ├── FileTooLarge            a file read passed the size its caller allowed
+    │   └── ExecUserError           exec(user=) names no user there, or may not switch
     ├── ModelError                a model endpoint failed
     │   ├── EndpointUnavailable     connection refused or dropped, timeout, 5xx: transient
     │   │   ├── RateLimited           429 (``retry_after_s``: the server's hint)
@@ -40,6 +42,8 @@ __all__ = [
     "ContextOverflow",
     "EndpointUnavailable",
     "EngineUnavailable",
+    "ExecUserError",
+    "FileTooLarge",
     "ImageUnavailable",
     "JobError",
     "JobStopped",
@@ -90,6 +94,29 @@ class SandboxPaused(SandboxError):
 class ArchiveTooLarge(SandboxError):
     """A download's archive grew past the size its caller allowed (a sparse file, say: a
     bounded workdir can hold one far larger than its bound); nothing more was read."""
+
+
+class FileTooLarge(SandboxError):
+    """``read_file(max_bytes=...)`` found a file larger than its caller allowed; nothing of it
+    was transferred (the size is checked in the sandbox before the read)."""
+
+    def __init__(self, message: str, *, path: str = "", size: int = 0, limit: int = 0):
+        super().__init__(message)
+        self.path = path
+        self.size = size
+        """The size seen (at least; a file growing while read is stopped at the limit)."""
+        self.limit = limit
+
+
+class ExecUserError(SandboxError):
+    """``exec(user=...)`` cannot run the command as that user, so nothing ran: ``reason`` is
+    ``"unknown"`` (no such user or group in the sandbox) or ``"not_permitted"`` (the sandbox
+    may not switch users: its spec lacks CAP_SETUID/CAP_SETGID, or its user is not root)."""
+
+    def __init__(self, message: str, *, user: str = "", reason: str = "unknown"):
+        super().__init__(message)
+        self.user = user
+        self.reason = reason
 
 
 # -- models ---------------------------------------------------------------------------------

@@ -37,7 +37,8 @@ PUBLIC = {
         "release", "run_task", "start_sandbox", "verify_final",
     ],
     sys.modules["agentenv.sandbox"]: [  # `agentenv.sandbox` is also a function's name
-        "ArchiveTooLarge", "EngineUnavailable", "ExecResult", "ImageUnavailable", "Leftover",
+        "ArchiveTooLarge", "EngineUnavailable", "ExecResult", "ExecUserError", "FileTooLarge",
+        "ImageUnavailable", "Leftover",
         "Sandbox", "SandboxBackend", "SandboxClosed", "SandboxError", "SandboxPaused",
         "SandboxPool", "SandboxSpec", "SandboxUnavailable", "Snapshot", "attach",
         "backend_names", "create", "default_backend", "fork", "get_backend",

@@ -22,6 +22,8 @@ from agentenv.sandbox.backend import (
 from agentenv.sandbox.errors import (
     ArchiveTooLarge,
     EngineUnavailable,
+    ExecUserError,
+    FileTooLarge,
     ImageUnavailable,
     SandboxClosed,
     SandboxError,
@@ -36,6 +38,8 @@ __all__ = [
     "ArchiveTooLarge",
     "EngineUnavailable",
     "ExecResult",
+    "ExecUserError",
+    "FileTooLarge",
     "ImageUnavailable",
     "Leftover",
     "Sandbox",

@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 import anyio
 
+from agentenv.sandbox.errors import ExecUserError, FileTooLarge
 from agentenv.sandbox.protocol import ExecResult, OutputCallback
 
 _FRAME = struct.Struct(">II")
@@ -64,13 +65,24 @@ _OS_ERRORS: dict[str, type[OSError]] = {
 }
 
 
-def _error(reply: dict[str, Any]) -> OSError:
-    """The executor's error reply as the ``OSError`` a local call would have raised."""
+def _error(reply: dict[str, Any]) -> Exception:
+    """The executor's error reply as the exception a local call would have raised (an
+    ``OSError`` kind), or agentenv's own for what is not the OS's (a user to run as, a file
+    past the caller's size limit)."""
+    message = str(reply.get("message"))
+    if reply.get("error") == "UserError":
+        return ExecUserError(message, reason=str(reply.get("reason") or "unknown"))
+    if reply.get("error") == "FileTooLarge":
+        size = reply.get("size")
+        return FileTooLarge(
+            message,
+            path=str(reply.get("filename") or ""),
+            size=size if isinstance(size, int) else 0,
+        )
     kind = _OS_ERRORS.get(reply.get("error", ""), OSError)
     if reply.get("errno") is None:
         return kind(f"{reply.get('error')}: {reply.get('message')}")
-    message = reply.get("strerror") or reply.get("message")
-    return kind(reply["errno"], message, reply.get("filename"))
+    return kind(reply["errno"], reply.get("strerror") or message, reply.get("filename"))
 
 
 class StreamClosed(Exception):

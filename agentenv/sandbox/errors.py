@@ -4,6 +4,8 @@ tree is drawn. Every one says what failed and, where there is one, what to do.""
 from agentenv.errors import (
     ArchiveTooLarge,
     EngineUnavailable,
+    ExecUserError,
+    FileTooLarge,
     ImageUnavailable,
     SandboxClosed,
     SandboxError,
@@ -14,6 +16,8 @@ from agentenv.errors import (
 __all__ = [
     "ArchiveTooLarge",
     "EngineUnavailable",
+    "ExecUserError",
+    "FileTooLarge",
     "ImageUnavailable",
     "SandboxClosed",
     "SandboxError",

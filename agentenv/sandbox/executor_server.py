@@ -231,18 +231,92 @@ def _feed(pipe, data):
             pass
 
 
-def _become(uid, gid):
-    """A preexec function dropping the child to ``uid:gid`` with no supplementary groups
-    (the executor needs CAP_SETUID/CAP_SETGID to switch; with them it keeps none after)."""
+def _become(uid, gid, groups):
+    """A preexec function dropping the child to ``uid:gid`` with ``groups`` as supplementary
+    groups (the executor needs CAP_SETUID/CAP_SETGID to switch; with them it keeps none
+    after)."""
 
     def drop():
-        if os.getuid() == uid and os.getgid() == gid:
+        if os.getuid() == uid and os.getgid() == gid and sorted(os.getgroups()) == groups:
             return
-        os.setgroups([])
+        os.setgroups(groups)
         os.setgid(gid)
         os.setuid(uid)
 
     return drop
+
+
+class UserError(Exception):
+    """``exec(user=...)`` cannot run as that user: ``unknown`` (no such user or group in the
+    sandbox) or ``not_permitted`` (this executor may not switch users)."""
+
+    def __init__(self, reason, message):
+        Exception.__init__(self, message)
+        self.reason = reason
+
+
+def _capable(*bits):
+    """Whether this process holds every capability numbered in ``bits`` (effective set)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("CapEff:"):
+                    eff = int(line.split()[1], 16)
+                    return all(eff & (1 << b) for b in bits)
+    except (OSError, ValueError):
+        pass
+    return False
+
+
+def resolve_user(user):
+    """``name``, ``uid``, ``name:group`` or ``uid:gid`` as ``(uid, gid, groups, home)``.
+
+    Names are looked up in the sandbox's user database (``pwd``/``grp``: its /etc/passwd and
+    /etc/group, root's files), never by running a program found through PATH. A name gets
+    its primary group and the groups that list it, as ``docker exec --user`` gives; a bare
+    numeric uid keeps agentenv's meaning (gid = uid, no supplementary groups)."""
+    import grp
+    import pwd
+
+    name, _, group = str(user).partition(":")
+    if not name or (":" in group):
+        raise UserError("unknown", "agentenv: %r is not a user ('name', 'uid' or 'uid:gid')" % user)
+    entry = None
+    if name.isdigit():
+        uid = int(name)
+        try:
+            entry = pwd.getpwuid(uid)
+        except KeyError:
+            pass
+        gid = uid
+        groups = []
+    else:
+        try:
+            entry = pwd.getpwnam(name)
+        except KeyError:
+            raise UserError(
+                "unknown", "agentenv: unable to find user %s: no such user in the sandbox" % name
+            ) from None
+        uid, gid = entry.pw_uid, entry.pw_gid
+        try:
+            groups = sorted(set(os.getgrouplist(name, gid)))
+        except OSError:
+            groups = [gid]
+    if group:
+        if group.isdigit():
+            gid = int(group)
+        else:
+            try:
+                gid = grp.getgrnam(group).gr_gid
+            except KeyError:
+                raise UserError(
+                    "unknown",
+                    "agentenv: unable to find group %s: no such group in the sandbox" % group,
+                ) from None
+        if not name.isdigit():
+            groups = sorted(set(groups) | set([gid]))
+    home = entry.pw_dir if entry is not None else None
+    return uid, gid, groups, home
 
 
 def do_exec(req, stdin_data, inp):
@@ -262,11 +336,17 @@ def do_exec(req, stdin_data, inp):
     ooms = _oom_kills()
     preexec = None
     if req.get("user"):
-        uid, _, gid = str(req["user"]).partition(":")
-        if not uid.isdigit() or (gid and not gid.isdigit()):
-            err.add(("agentenv: user must be numeric uid[:gid], got %r\n" % req["user"]).encode())
-            return _result(126, out, err, started)
-        preexec = _become(int(uid), int(gid or uid))
+        uid, gid, groups, home = resolve_user(req["user"])
+        same = os.getuid() == uid and os.getgid() == gid and sorted(os.getgroups()) == groups
+        if not same and not _capable(6, 7):  # CAP_SETGID, CAP_SETUID
+            raise UserError(
+                "not_permitted",
+                "agentenv: cannot run as user %r: the sandbox may not switch users "
+                "(its spec needs cap_add SETUID and SETGID, and a root default user)" % req["user"],
+            )
+        preexec = _become(uid, gid, groups)
+        if home and "HOME" not in (req.get("env") or {}):
+            env["HOME"] = home  # as `docker exec --user` sets it
     try:
         proc = subprocess.Popen(
             argv,
@@ -278,8 +358,15 @@ def do_exec(req, stdin_data, inp):
             start_new_session=True,  # the command's group is ours to kill on timeout
             preexec_fn=preexec,
         )
-    except (OSError, ValueError, subprocess.SubprocessError) as e:
-        # SubprocessError: the switch to another user failed (no CAP_SETUID here)
+    except PermissionError:
+        # Not executable (or a folder): a launch failure the caller gets typed, as a local
+        # subprocess raises it; a shell string reports it as the shell does (126).
+        raise
+    except subprocess.SubprocessError as e:  # the preexec switch to another user failed
+        raise UserError(
+            "not_permitted", "agentenv: cannot run as user %r: %s" % (req["user"], e)
+        ) from e
+    except (OSError, ValueError) as e:
         code = 127 if isinstance(e, FileNotFoundError) else 126
         reason = getattr(e, "strerror", None) or e
         err.add(("agentenv: cannot run %r: %s\n" % (argv[0], reason)).encode())
@@ -359,20 +446,43 @@ def do_exec(req, stdin_data, inp):
     return _result(code, out, err, started, timed_out=timed_out, oom_killed=oom)
 
 
+def _mode_allows(info, bit):
+    """Whether ``info``'s mode bits grant this process ``bit`` (4 read, 2 write) as owner,
+    group or other: the file API honours a file's mode even for a root whose capabilities
+    (CAP_DAC_OVERRIDE) would override it, so a file marked read-only (or unreadable) stays
+    so for ``write_file`` (``read_file``) whoever runs the sandbox."""
+    mode = info.st_mode
+    if info.st_uid == os.geteuid():
+        return bool(mode & (bit << 6))
+    if info.st_gid == os.getegid() or info.st_gid in os.getgroups():
+        return bool(mode & (bit << 3))
+    return bool(mode & bit)
+
+
 def do_read(req):
     # O_NONBLOCK: opening a FIFO an agent planted must not hang us; only regular files.
-    fd = os.open(req["path"], os.O_RDONLY | os.O_NONBLOCK)
+    path = req["path"]
+    limit = req.get("max_bytes")
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     try:
         info = os.fstat(fd)
         if stat.S_ISDIR(info.st_mode):
-            raise IsADirectoryError(errno.EISDIR, "Is a directory", req["path"])
+            raise IsADirectoryError(errno.EISDIR, "Is a directory", path)
         if not stat.S_ISREG(info.st_mode):
-            raise OSError(errno.EINVAL, "not a regular file", req["path"])
+            raise OSError(errno.EINVAL, "not a regular file", path)
+        if not _mode_allows(info, 4):
+            raise PermissionError(errno.EACCES, "Permission denied", path)
+        if limit is not None and info.st_size > int(limit):
+            return _too_large(path, info.st_size, limit)
         chunks = []
+        size = 0
         while True:
             chunk = os.read(fd, 1 << 20)
             if not chunk:
                 break
+            size += len(chunk)
+            if limit is not None and size > int(limit):  # it grew while we read it
+                return _too_large(path, size, limit)
             chunks.append(chunk)
     finally:
         os.close(fd)
@@ -380,19 +490,58 @@ def do_read(req):
     _write_frame({"type": "result", "size": len(data)}, data)
 
 
+def _too_large(path, size, limit):
+    _write_frame(
+        {
+            "type": "error",
+            "error": "FileTooLarge",
+            "message": "%s is larger than %d bytes (at least %d)" % (path, int(limit), size),
+            "filename": path,
+            "size": size,
+        }
+    )
+
+
 def do_write(req, payload):
+    """Write ``payload`` to ``path``. A new file is written aside and renamed into place (a
+    reader never sees half of it) with ``mode`` (default 0644). An existing one is rewritten
+    in place, as ``open(path, 'w')`` does: through a symlink, keeping its owner, links and
+    mode (``mode`` given: set), and refused with ``PermissionError`` when its mode marks it
+    read-only, and when it is not a regular file."""
     path = req["path"]
+    mode = req.get("mode")
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        info = None
+    if info is not None:
+        if stat.S_ISDIR(info.st_mode):
+            raise IsADirectoryError(errno.EISDIR, "Is a directory", path)
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", path)
+        if not _mode_allows(info, 2):
+            raise PermissionError(errno.EACCES, "Permission denied", path)
+        # O_NONBLOCK: swapped for a FIFO since the stat, it must not hang us
+        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise OSError(errno.EINVAL, "not a regular file", path)
+            if mode is not None:
+                os.fchmod(fd, int(mode))
+            os.ftruncate(fd, 0)
+            _write_fd(fd, payload)
+        finally:
+            os.close(fd)
+        _write_frame({"type": "result"})
+        return
     parent = os.path.dirname(path)
     if parent and not os.path.isdir(parent):
         os.makedirs(parent)
-    tmp = "%s.agentenv-%d.tmp" % (path, os.getpid())
-    # Write then rename, so a reader never sees half a file.
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    tmp = "%s.agentenv-%d-%d.tmp" % (path, os.getpid(), int(time.time() * 1e6))
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
-        view = memoryview(payload)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fchmod(fd, int(req.get("mode", 0o644)))
+        _write_fd(fd, payload)
+        os.fchmod(fd, 0o644 if mode is None else int(mode))
     finally:
         os.close(fd)
     try:
@@ -401,6 +550,12 @@ def do_write(req, payload):
         os.unlink(tmp)
         raise
     _write_frame({"type": "result"})
+
+
+def _write_fd(fd, payload):
+    view = memoryview(payload)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def _make_undumpable():
@@ -441,6 +596,10 @@ def main():
                 _write_frame({"type": "result", "protocol": PROTOCOL, "pid": os.getpid()})
             else:
                 raise ValueError("unknown op %r" % op)
+        except UserError as e:
+            _write_frame(
+                {"type": "error", "error": "UserError", "reason": e.reason, "message": str(e)}
+            )
         except (OSError, ValueError, KeyError, TypeError) as e:
             _write_frame(
                 {

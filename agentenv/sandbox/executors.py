@@ -15,8 +15,8 @@ from typing import Any
 
 import anyio
 
-from agentenv.sandbox.channel import ExecutorChannel, ExecutorGone, StreamClosed
-from agentenv.sandbox.errors import SandboxError
+from agentenv.sandbox.channel import MAX_PAYLOAD, ExecutorChannel, ExecutorGone, StreamClosed
+from agentenv.sandbox.errors import FileTooLarge, SandboxError
 from agentenv.sandbox.protocol import ExecResult, OutputCallback
 
 # How long past a command's own timeout we wait for the executor before suspecting it.
@@ -111,16 +111,24 @@ class Executors:
             channel.close()
             raise await self._explain(TimeoutError(f"executor silent {guard:.0f}s after start"))
 
-    async def read_file(self, path: str) -> bytes:
-        """A file's bytes, read by an executor."""
+    async def read_file(self, path: str, max_bytes: int | None = None) -> bytes:
+        """A file's bytes, read by an executor; :class:`FileTooLarge` past ``max_bytes`` (and
+        past what one reply may carry), checked in the sandbox before anything is sent."""
+        limit = MAX_PAYLOAD if max_bytes is None else min(max_bytes, MAX_PAYLOAD)
         async with self._channel() as channel:
             with anyio.move_on_after(_FILE_GUARD_S):
-                _, data = await channel.request({"op": "read", "path": path})
+                try:
+                    _, data = await channel.request(
+                        {"op": "read", "path": path, "max_bytes": limit}
+                    )
+                except FileTooLarge as e:
+                    e.limit = limit
+                    raise
                 return data
             raise await self._explain(TimeoutError(f"read_file({path!r}) got no answer"))
 
-    async def write_file(self, path: str, data: bytes, mode: int) -> None:
-        """Create or replace a file, atomically, by an executor."""
+    async def write_file(self, path: str, data: bytes, mode: int | None) -> None:
+        """Create or replace a file by an executor (see :meth:`Sandbox.write_file`)."""
         async with self._channel() as channel:
             with anyio.move_on_after(_FILE_GUARD_S):
                 await channel.request({"op": "write", "path": path, "mode": mode}, data)

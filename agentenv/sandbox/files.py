@@ -3,6 +3,8 @@ sandbox's user), and local ``OSError``s from a file command's exit."""
 
 from __future__ import annotations
 
+import errno
+import os
 import tarfile
 from pathlib import Path
 from typing import IO
@@ -43,11 +45,19 @@ def write_tar(file: IO[bytes], src: Path, owner: tuple[int, int] = (0, 0)) -> No
             tar.add(src, arcname=src.name, filter=own)
 
 
-def raise_file_error(result: ExecResult, path: str, codes: dict[int, type[OSError]]) -> None:
+def raise_file_error(result: ExecResult, path: str, codes: dict[int, int]) -> None:
+    """Raise the ``OSError`` a local call would have for a file command's failed exit:
+    ``codes`` maps the command's own exit codes to errno values (so a missing file is a
+    ``FileNotFoundError`` saying "No such file or directory", never "exit code 3"); any
+    other failure is judged from what the command said."""
     if result.exit_code == 0:
         return
-    message = result.stderr.strip() or f"exit code {result.exit_code}"
-    error = codes.get(result.exit_code)
-    if error is None:
-        error = PermissionError if "ermission denied" in message else OSError
-    raise error(result.exit_code, message, path)
+    said = result.stderr.strip()
+    number = codes.get(result.exit_code)
+    if number is None:
+        number = errno.EACCES if "ermission denied" in said else errno.EIO
+        # OSError picks the subclass from the errno (EACCES: PermissionError)
+        raise OSError(number, said or f"failed with exit code {result.exit_code}", path)
+    # EINVAL is what both paths raise for a FIFO, a device, a socket: said as the executor does
+    said = "not a regular file" if number == errno.EINVAL else os.strerror(number)
+    raise OSError(number, said, path)

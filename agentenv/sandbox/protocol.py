@@ -97,18 +97,36 @@ class Sandbox(Protocol):
         user: str | None = None,
     ) -> ExecResult:
         """Run ``cmd`` (a shell string, or an argv list) and return what it did. A timeout
-        kills the command's whole process tree inside the sandbox. ``user`` (numeric
-        ``uid[:gid]``) runs it as another user, which needs a sandbox allowed to switch
-        (CAP_SETUID/CAP_SETGID); raises :class:`SandboxClosed`, :class:`SandboxPaused`,
-        :class:`SandboxUnavailable` (the container died), :class:`SandboxError`."""
+        kills the command's whole process tree inside the sandbox.
+
+        ``user`` (``name``, ``uid``, ``name:group`` or ``uid:gid``) runs this one command as
+        another user: a name is looked up in the sandbox's /etc/passwd (its groups in
+        /etc/group) and gets its HOME; a bare uid gets gid = uid. On the fast path this needs
+        a sandbox allowed to switch (a root user, CAP_SETUID and CAP_SETGID).
+
+        What could not start is an error, never the command's output: an argv whose program
+        is not executable raises ``PermissionError``; a user that does not exist, or that
+        the sandbox may not become, :class:`ExecUserError` (nothing ran). A program that
+        is not there is exit code 127, as a shell reports it. Also raises
+        :class:`SandboxClosed`, :class:`SandboxPaused`, :class:`SandboxUnavailable` (the
+        container died), :class:`SandboxError`."""
         ...
 
-    async def read_file(self, path: str) -> bytes:
-        """The file's bytes; ``FileNotFoundError`` if there is none."""
+    async def read_file(self, path: str, *, max_bytes: int | None = None) -> bytes:
+        """The file's bytes. ``FileNotFoundError``, ``IsADirectoryError`` and
+        ``PermissionError`` as for a local file, but a file whose mode denies its reader read
+        access is refused even to a root that could override it; ``OSError`` for what is not
+        a regular file (a FIFO never hangs the call). Past ``max_bytes`` it raises
+        :class:`FileTooLarge`, checked in the sandbox before anything is transferred."""
         ...
 
-    async def write_file(self, path: str, data: bytes, mode: int = 0o644) -> None:
-        """Create or replace a file (parents created), atomically."""
+    async def write_file(self, path: str, data: bytes, mode: int | None = None) -> None:
+        """Create a file (parents created; written aside and renamed into place, mode
+        ``mode`` or 0644) or rewrite an existing one in place, as ``open(path, "w")`` does:
+        through symlinks, keeping its owner and mode (``mode`` given: set). A file whose mode
+        marks it read-only for the writer raises ``PermissionError`` (even for a root that
+        could override it), a folder ``IsADirectoryError``, anything else not a regular
+        file ``OSError``."""
         ...
 
     async def upload(self, src: Path, dest: str) -> None:

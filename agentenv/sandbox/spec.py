@@ -78,6 +78,13 @@ def parse_size(value: int | str) -> int:
     return size
 
 
+def _frozen(value: object) -> object:
+    """A hashable stand-in for a field's value (a dict as the frozenset of its items)."""
+    if isinstance(value, dict):
+        return frozenset(value.items())
+    return value
+
+
 def _default_backend() -> str:
     return os.environ.get("AGENTENV_BACKEND") or "docker"
 
@@ -140,6 +147,11 @@ class SandboxSpec(BaseModel):
     executor: Literal["auto", "fast", "docker-exec"] = Field(
         "auto", description="'fast': in-sandbox executor; 'docker-exec': one exec per command"
     )
+
+    def __hash__(self) -> int:
+        """Equal specs hash equal (pydantic's frozen hash fails on the dict fields): callers
+        such as Inspect AI key their sandbox configurations by it."""
+        return hash(tuple((name, _frozen(value)) for name, value in self))
 
     @field_validator("memory", mode="before")
     @classmethod

@@ -18,6 +18,7 @@ Each test asserts on behaviour a user depends on, and fails when that behaviour 
 
 from __future__ import annotations
 
+import errno
 import io
 import os
 import tarfile
@@ -28,7 +29,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from agentenv.sandbox.errors import ArchiveTooLarge, SandboxClosed
+from agentenv.sandbox.errors import ArchiveTooLarge, ExecUserError, FileTooLarge, SandboxClosed
 from agentenv.sandbox.protocol import Sandbox
 
 pytestmark = pytest.mark.anyio
@@ -388,3 +389,94 @@ async def test_closed_sandbox_refuses_every_call(make_sandbox: MakeSandbox) -> N
         await box.snapshot()
     with pytest.raises(SandboxClosed):
         await box.download_to("/tmp", Path(os.devnull))
+
+
+# -- what Inspect AI's sandbox self-check exposed: file errors as a local call raises them,
+# launch failures typed, users by name, a size limit checked before a read -----------------
+
+
+async def test_write_over_a_read_only_file_is_refused(sandbox: Sandbox) -> None:
+    path = _unique("read-only.txt")
+    await sandbox.write_file(path, b"original")
+    assert (await sandbox.exec(["chmod", "a-w", path])).ok
+    with pytest.raises(PermissionError) as info:
+        await sandbox.write_file(path, b"replaced")
+    assert path in str(info.value)
+    assert await sandbox.read_file(path) == b"original"  # neither replaced nor truncated
+    assert (await sandbox.exec(["stat", "-c", "%a", path])).stdout.strip() == "444"
+
+
+async def test_write_over_an_existing_file_keeps_it(sandbox: Sandbox) -> None:
+    # Rewritten in place, as open(path, "w") does: mode kept, symlinks followed.
+    target = _unique("target.sh")
+    await sandbox.write_file(target, b"#!/bin/sh\necho one\n", mode=0o750)
+    await sandbox.write_file(target, b"#!/bin/sh\necho two\n")
+    assert (await sandbox.exec(["stat", "-c", "%a", target])).stdout.strip() == "750"
+    assert (await sandbox.exec([target])).stdout == "two\n"
+    link = _unique("link.sh")
+    assert (await sandbox.exec(["ln", "-s", target, link])).ok
+    await sandbox.write_file(link, b"#!/bin/sh\necho three\n")
+    assert (await sandbox.exec(["readlink", link])).stdout.strip() == target
+    assert (await sandbox.exec([target])).stdout == "three\n"
+    await sandbox.write_file(target, b"data", mode=0o600)  # a mode given is set
+    assert (await sandbox.exec(["stat", "-c", "%a", target])).stdout.strip() == "600"
+
+
+async def test_file_errors_carry_the_right_errno(sandbox: Sandbox) -> None:
+    folder = _unique("a-folder")
+    assert (await sandbox.exec(["mkdir", "-p", folder])).ok
+    with pytest.raises(IsADirectoryError) as read_dir:
+        await sandbox.read_file(folder)
+    with pytest.raises(IsADirectoryError) as write_dir:
+        await sandbox.write_file(folder, b"x")
+    with pytest.raises(FileNotFoundError) as missing:
+        await sandbox.read_file(f"{folder}/missing")
+    for info, number in ((read_dir, errno.EISDIR), (write_dir, errno.EISDIR)):
+        assert info.value.errno == number and "directory" in str(info.value)
+    assert missing.value.errno == errno.ENOENT and "missing" in str(missing.value)
+    unreadable = _unique("unreadable")
+    await sandbox.write_file(unreadable, b"secret")
+    assert (await sandbox.exec(["chmod", "a-r", unreadable])).ok
+    with pytest.raises(PermissionError) as denied:
+        await sandbox.read_file(unreadable)
+    assert denied.value.errno == errno.EACCES and unreadable in str(denied.value)
+
+
+async def test_read_with_a_size_limit(sandbox: Sandbox) -> None:
+    path = _unique("sized.bin")
+    await sandbox.write_file(path, b"a" * 2048)
+    assert await sandbox.read_file(path, max_bytes=2048) == b"a" * 2048
+    with pytest.raises(FileTooLarge) as info:
+        await sandbox.read_file(path, max_bytes=1024)
+    assert info.value.size == 2048
+    # a sparse file far larger than the limit is refused without being read
+    big = _unique("sparse.bin")
+    assert (await sandbox.exec(["truncate", "-s", "8G", big])).ok
+    with anyio.fail_after(20), pytest.raises(FileTooLarge):
+        await sandbox.read_file(big, max_bytes=1 << 20)
+
+
+async def test_launch_failures_are_typed(sandbox: Sandbox) -> None:
+    with pytest.raises(PermissionError):
+        await sandbox.exec(["/etc/passwd"])  # not executable
+    with pytest.raises(PermissionError):
+        await sandbox.exec(["/tmp"])  # a folder
+    assert (await sandbox.exec(["/no/such/program"])).exit_code == 127
+    # a shell reports the same failure as its own exit, which is the command's result
+    assert (await sandbox.exec("/etc/passwd")).exit_code == 126
+
+
+async def test_exec_as_a_user_by_name(sandbox: Sandbox) -> None:
+    with pytest.raises(ExecUserError) as unknown:
+        await sandbox.exec(["whoami"], user="no-such-user-xyz")
+    assert unknown.value.reason == "unknown" and "no-such-user-xyz" in str(unknown.value)
+    with pytest.raises(ExecUserError):
+        await sandbox.exec(["whoami"], user="nobody:no-such-group-xyz")
+    # a sandbox allowed to switch (root, CAP_SETUID/CAP_SETGID, or the engine) runs it as
+    # that user with its HOME; one that is not says so, typed, and nothing runs
+    try:
+        result = await sandbox.exec(["sh", "-c", "whoami; id -u; echo $HOME"], user="nobody")
+    except ExecUserError as e:
+        assert e.reason == "not_permitted"
+    else:
+        assert result.stdout.split() == ["nobody", "65534", "/nonexistent"]

@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 import anyio
 import pytest
 
-from agentenv.sandbox import SandboxError, SandboxSpec
+from agentenv.sandbox import ExecUserError, SandboxError, SandboxSpec
 from agentenv.sandbox.docker import DockerSandbox, get_engine
 
 pytestmark = pytest.mark.anyio
@@ -79,8 +79,9 @@ async def test_switching_user_needs_the_capabilities() -> None:
     # the agent's own sandbox cannot become anyone else
     spec = SandboxSpec(user=AGENT, read_only=True)
     async with await DockerSandbox.create(spec) as agent:
-        r = await agent.exec("id -u", user="0:0")
-        assert r.exit_code != 0
+        with pytest.raises(ExecUserError) as refused:
+            await agent.exec("id -u", user="0:0")
+        assert refused.value.reason == "not_permitted"
     # a checker sandbox (root that may drop) runs one command as the agent
     spec = SandboxSpec(user="0:0", cap_add=("SETUID", "SETGID"))
     async with await DockerSandbox.create(spec) as checker:
@@ -89,8 +90,11 @@ async def test_switching_user_needs_the_capabilities() -> None:
         assert lines[0] == "1000" and lines[1] == "1000"
         assert lines[2].split()[1] == "0000000000000000"
         assert (await checker.exec("id -u")).stdout.strip() == "0"
-        bad = await checker.exec("true", user="agent")
-        assert bad.exit_code == 126 and "numeric" in bad.stderr
+        with pytest.raises(ExecUserError) as unknown:  # no such name in the image
+            await checker.exec("true", user="agent")
+        assert unknown.value.reason == "unknown"
+        named = await checker.exec("id -u; id -G", user="nobody")  # names resolve in the image
+        assert named.stdout.split() == ["65534", "65534"]
 
 
 async def test_the_agent_cannot_take_the_sandbox_down() -> None:

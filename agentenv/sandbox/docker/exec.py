@@ -31,11 +31,20 @@ if [ "$1" = shell ]; then
   if [ -x /bin/bash ]; then set -- /bin/bash -c "$2"; else set -- /bin/sh -c "$2"; fi
 else
   shift
+  # a program named by path that cannot be executed: said in words the host turns into
+  # PermissionError (a launch failure, not the command's output)
+  case $1 in */*)
+    if [ -d "$1" ] || { [ -e "$1" ] && [ ! -x "$1" ]; }; then
+      printf 'agentenv: cannot execute\n' >&2; exit 126
+    fi;;
+  esac
 fi
 # GNU timeout makes the command's process group (0 disables the limit, not the group).
 if command -v timeout >/dev/null 2>&1; then exec timeout -k 1 "${t:-0}" "$@"; fi
 exec "$@"
 """
+CANNOT_EXECUTE = b"agentenv: cannot execute"
+"""What the wrapper says (exit 126) when an argv's program is not executable."""
 # Run on cancellation: kill every process whose environment carries this exec's tag (the
 # command, its children, even those that left its process group), with their groups.
 _KILLER = r"""

@@ -9,8 +9,10 @@ that :func:`fork` starts new sandboxes from.
 
 from __future__ import annotations
 
+import errno
 import io
 import os
+import tarfile
 import tempfile
 import time
 from pathlib import Path
@@ -38,6 +40,8 @@ from agentenv.sandbox.docker.stream import DockerStream
 from agentenv.sandbox.errors import (
     ArchiveTooLarge,
     EngineUnavailable,
+    ExecUserError,
+    FileTooLarge,
     SandboxClosed,
     SandboxError,
     SandboxPaused,
@@ -238,11 +242,14 @@ class DockerSandbox:
     ) -> ExecResult:
         """Run ``cmd`` (shell string, or argv list). A timeout kills the command's whole
         process tree and sets ``timed_out``; output past ``max_output`` per stream is elided
-        in the middle and sets ``truncated``. ``user`` (``uid[:gid]``) runs it as another
-        user: the executor drops to it, which needs CAP_SETUID and CAP_SETGID."""
+        in the middle and sets ``truncated``. ``user`` (a name or ``uid[:gid]``) runs it as
+        another user: the executor drops to it, which needs CAP_SETUID and CAP_SETGID; the
+        docker-exec path asks the engine (see :meth:`Sandbox.exec` for the errors)."""
         self._check_usable()
         check_exec_args(cmd, env, timeout)
         if self.exec_mode == "docker-exec":
+            if user:
+                await self._check_user(user)
             try:
                 result = await docker_exec.run(
                     self._engine,
@@ -262,6 +269,14 @@ class DockerSandbox:
             if result.exit_code == 137 and not result.timed_out:
                 # Killed: by the OOM killer or the like (a result), or with its container?
                 await self._raise_if_stopped()
+            if result.exit_code == 126 and isinstance(cmd, list):
+                said = result.stderr_bytes.strip()
+                if said == docker_exec.CANNOT_EXECUTE:
+                    raise PermissionError(errno.EACCES, "Permission denied", cmd[0])
+                if user and said.startswith(b"unable to find user"):  # the engine's words
+                    raise ExecUserError(
+                        f"cannot run as {user!r}: {said.decode(errors='replace')}", user=user
+                    )
             return result
         return await self._executors.exec(
             cmd,
@@ -273,6 +288,55 @@ class DockerSandbox:
             on_output=on_output,
             user=user,
         )
+
+    async def _check_user(self, user: str) -> None:
+        """Refuse, as :class:`ExecUserError`, a user or group name the sandbox does not
+        know, before ``docker exec`` is asked (the engine's own refusal is sometimes lost
+        from the stream under load). The names are looked up in the container's
+        /etc/passwd and /etc/group read by the engine, never by running anything in it."""
+        name, _, group = user.partition(":")
+        for wanted, table in ((name, "/etc/passwd"), (group, "/etc/group")):
+            if not wanted or wanted.isdigit():
+                continue
+            names = await self._names_in(table)
+            if names is not None and wanted not in names:
+                kind = "user" if table == "/etc/passwd" else "group"
+                raise ExecUserError(
+                    f"agentenv: unable to find {kind} {wanted}: no such {kind} in the sandbox",
+                    user=user,
+                )
+
+    async def _names_in(self, table: str) -> set[str] | None:
+        """The names in a colon-separated table file of the sandbox (``None``: unreadable,
+        not a regular file, or over 4 MiB: left to the engine to judge)."""
+
+        def fetch() -> bytes | None:
+            chunks, _ = self._engine.api.get_archive(self.id, table, chunk_size=1 << 20)
+            buf = io.BytesIO()
+            try:
+                for chunk in chunks:
+                    buf.write(chunk)
+                    if buf.tell() > 4 << 20:
+                        return None
+            finally:
+                chunks.close()
+            buf.seek(0)
+            with tarfile.open(fileobj=buf) as tar:
+                member = tar.next()
+                if member is None or not member.isfile():
+                    return None
+                file = tar.extractfile(member)
+                return file.read() if file is not None else None
+
+        try:
+            data = await self._engine.run(fetch)
+        except docker.errors.NotFound:
+            return set()
+        except (docker.errors.APIError, tarfile.TarError):
+            return None
+        if data is None:
+            return None
+        return {line.split(b":", 1)[0].decode(errors="replace") for line in data.splitlines()}
 
     async def _raise_if_stopped(self) -> None:
         error = await self._unavailable(StreamClosed("killed"))
@@ -293,33 +357,42 @@ class DockerSandbox:
 
     # -- files -----------------------------------------------------------------------------
 
-    async def read_file(self, path: str) -> bytes:
-        """The file's bytes. ``FileNotFoundError``/``IsADirectoryError``/``PermissionError``
-        as for a local file."""
+    async def read_file(self, path: str, *, max_bytes: int | None = None) -> bytes:
+        """The file's bytes (see :meth:`Sandbox.read_file`): ``FileNotFoundError``,
+        ``IsADirectoryError``, ``PermissionError`` as for a local file; :class:`FileTooLarge`
+        past ``max_bytes``, before anything is read."""
         self._check_usable()
         if self.exec_mode == "fast":
-            return await self._executors.read_file(path)
-        script = (
-            'if [ ! -e "$1" ]; then exit 3; elif [ -d "$1" ]; then exit 4; '
-            'elif [ ! -f "$1" ]; then echo "not a regular file" >&2; exit 5; fi; exec cat -- "$1"'
-        )
+            return await self._executors.read_file(path, max_bytes)
+        limit = "" if max_bytes is None else str(max_bytes)
         result = await self.exec(
-            ["/bin/sh", "-c", script, "sh", path], timeout=None, max_output=1 << 62
+            ["/bin/sh", "-c", _READ, "agentenv-read", path, limit],
+            timeout=None,
+            max_output=1 << 62,
         )
-        raise_file_error(result, path, {3: FileNotFoundError, 4: IsADirectoryError})
+        if result.exit_code == _TOO_LARGE:
+            size = result.stderr.strip()
+            raise FileTooLarge(
+                f"{path} is larger than {max_bytes} bytes ({size})",
+                path=path,
+                size=int(size) if size.isdigit() else 0,
+                limit=max_bytes or 0,
+            )
+        raise_file_error(result, path, _FILE_ERRNO)
         return result.stdout_bytes
 
-    async def write_file(self, path: str, data: bytes, mode: int = 0o644) -> None:
-        """Create or replace ``path`` (parents created) with ``data``, atomically."""
+    async def write_file(self, path: str, data: bytes, mode: int | None = None) -> None:
+        """Create ``path`` (parents created, renamed into place) or rewrite it in place (see
+        :meth:`Sandbox.write_file`)."""
         self._check_usable()
         if self.exec_mode == "fast":
             await self._executors.write_file(path, data, mode)
             return
-        script = 'mkdir -p -- "$(dirname -- "$1")" && cat > "$1" && chmod "$2" "$1"'
+        wanted = "" if mode is None else f"{mode:o}"
         result = await self.exec(
-            ["/bin/sh", "-c", script, "sh", path, f"{mode:o}"], stdin=data, timeout=None
+            ["/bin/sh", "-c", _WRITE, "agentenv-write", path, wanted], stdin=data, timeout=None
         )
-        raise_file_error(result, path, {})
+        raise_file_error(result, path, _FILE_ERRNO)
 
     async def upload(self, src: Path, dest: str) -> None:
         """Copy the host folder ``src``'s contents (or the file ``src``) into the folder
@@ -571,6 +644,40 @@ async def _create_container(engine: Engine, spec: SandboxSpec, image: str) -> st
     except docker.errors.APIError as e:
         raise SandboxError(f"cannot create a sandbox from {image!r}: {e.explanation or e}") from e
     return str(created["Id"])
+
+
+# The docker-exec path's file commands (no python3 in the image): plain sh, exit codes the
+# host maps to errno (_FILE_ERRNO), so both paths raise the same OSErrors. Unlike the
+# executor they leave the mode check to the kernel: with CAP_DAC_OVERRIDE added, root may
+# read and write files whose mode denies it here.
+_READ = r"""
+p=$1
+if [ -d "$p" ]; then exit 4; fi
+if [ ! -e "$p" ]; then exit 3; fi
+if [ ! -f "$p" ]; then exit 5; fi
+if [ ! -r "$p" ]; then exit 6; fi
+if [ -n "$2" ]; then
+  n=$(wc -c < "$p") || exit 6
+  if [ "$n" -gt "$2" ]; then echo "$n" >&2; exit 7; fi
+fi
+exec cat -- "$p"
+"""
+_WRITE = r"""
+p=$1; m=$2
+if [ -d "$p" ]; then exit 4; fi
+if [ -e "$p" ]; then
+  [ -f "$p" ] || exit 5
+  [ -w "$p" ] || exit 6
+  if [ -n "$m" ]; then chmod "$m" -- "$p" 2>/dev/null || exit 6; fi
+  exec cat > "$p"
+fi
+mkdir -p -- "$(dirname -- "$p")" || exit 1
+t="$p.agentenv-$$.tmp"
+if cat > "$t" && chmod "${m:-644}" -- "$t" && mv -f -- "$t" "$p"; then exit 0; fi
+rm -f -- "$t"; exit 1
+"""
+_TOO_LARGE = 7
+_FILE_ERRNO = {3: errno.ENOENT, 4: errno.EISDIR, 5: errno.EINVAL, 6: errno.EACCES}
 
 
 def _describe(e: BaseException) -> str:

@@ -242,13 +242,13 @@ class PodmanSandbox:
             self.id, cause, closed=self._closed, paused=self._paused, inspect=self._state
         )
 
-    async def read_file(self, path: str) -> bytes:
-        """The file's bytes (``FileNotFoundError`` and the like as for a local file)."""
+    async def read_file(self, path: str, *, max_bytes: int | None = None) -> bytes:
+        """The file's bytes (see :meth:`Sandbox.read_file`)."""
         self._check_usable()
-        return await self._executors.read_file(path)
+        return await self._executors.read_file(path, max_bytes)
 
-    async def write_file(self, path: str, data: bytes, mode: int = 0o644) -> None:
-        """Create or replace ``path`` (parents created) with ``data``, atomically."""
+    async def write_file(self, path: str, data: bytes, mode: int | None = None) -> None:
+        """Create or rewrite ``path`` (see :meth:`Sandbox.write_file`)."""
         self._check_usable()
         await self._executors.write_file(path, data, mode)
 
