@@ -35,6 +35,7 @@ from agentenv.errors import TaskError
 from agentenv.harbor import is_harbor, task_fields
 from agentenv.sandbox.images import BASE_IMAGE
 from agentenv.sandbox.spec import parse_size
+from agentenv.swebench import is_instances_file, materialize
 from agentenv.verify import AGENT_USER, Check
 
 
@@ -166,19 +167,22 @@ def load_task(folder: Path | str) -> Task:
 
 
 def load_tasks(paths: list[Path] | list[str]) -> list[Task]:
-    """Tasks from each path: a task folder (it has ``task.toml``), or a folder of task
-    folders such as ``environments/``. Ids must be unique."""
+    """Tasks from each path: a task folder (it has ``task.toml``), a folder of task
+    folders such as ``environments/``, or a file of SWE-bench-style instances (``.jsonl`` or
+    ``.json``, see :mod:`agentenv.swebench`). Ids must be unique."""
     tasks: list[Task] = []
     for path in map(Path, paths):
         if (path / "task.toml").is_file():
             tasks.append(load_task(path))
+        elif is_instances_file(path):
+            tasks.extend(load_task(folder) for folder in materialize(path))
         elif path.is_dir():
             found = sorted(p.parent for p in path.glob("*/task.toml"))
             if not found:
                 raise TaskError(f"{path}: no task folders (folders with a task.toml) in it")
             tasks.extend(load_task(p) for p in found)
         else:
-            raise TaskError(f"{path}: no such task folder")
+            raise TaskError(f"{path}: no such task folder or instances file (.jsonl, .json)")
     seen: dict[str, Path | None] = {}
     for task in tasks:
         if task.id in seen:

@@ -12,7 +12,9 @@ A task's ``[verifier]`` table picks a kind:
   a cases file, as the agent's user; the sandbox only *produces* outputs (plain JSON or
   text), and the host compares them with the expected values, which never enter the
   sandbox (the cases file stays on the host) and never meet an object the agent built;
-- ``composite``: checks combined by ``all``, ``any`` or ``weighted``.
+- ``composite``: checks combined by ``all``, ``any`` or ``weighted``;
+- ``swebench``: a repo's own tests after a test patch (a SWE-bench instance, see
+  :mod:`agentenv.swebench`): resolved when every FAIL_TO_PASS and PASS_TO_PASS test passes.
 
 The verifier runs in a *checker sandbox*: a new container made from the task's prepared
 state (never the agent's container), into which only the agent's final workspace is copied,
@@ -54,6 +56,7 @@ ROOT = "/agentenv"  # hidden tests, checkers and their output; never visible dur
 TESTS = f"{ROOT}/tests"
 CHECKERS = f"{ROOT}/verifiers"
 OUT = f"{ROOT}/out"
+ORIGINAL = f"{ROOT}/original"  # workdir files as they were before the agent (swebench)
 CHECKERS_DIR = checkers_dir()  # the checker programs, from the package or the checkout
 AGENT_USER = "1000:1000"
 """The agent's user (``uid:gid``) unless a task asks for root."""
@@ -75,6 +78,7 @@ class CheckResult(BaseModel):
     error: bool = False
     exit_code: int | None = None  # a command check's, or pytest's
     duration_s: float = 0.0
+    tests: dict[str, str] | None = None  # a swebench check's: each listed test's outcome
 
 
 class Score(BaseModel):
@@ -234,6 +238,42 @@ class HarborCheck(_Check):
     env: dict[str, str] = {}
 
 
+class SweBenchCheck(_Check):
+    """A SWE-bench instance's verdict, from the repo's own pytest tests. In the checker
+    sandbox the files the test patch touches and every ``conftest.py`` are put back as they
+    were before the agent (taken from the prepared state, never from the agent's workdir),
+    the test patch (``patch``, in the hidden tests) is applied to them, and the test files
+    of the listed tests run as the agent's user with the repo's own configuration.
+    Resolved (reward 1) when every ``fail_to_pass`` and ``pass_to_pass`` test passed; a
+    test that is missing, skipped or xfailed did not."""
+
+    kind: Literal["swebench"]
+    fail_to_pass: list[str] = Field(min_length=1)
+    pass_to_pass: list[str] = []
+    test_files: list[str] = Field(min_length=1)  # what the test patch touches (workdir-relative)
+    patch: str = "test.patch"
+    python: str | None = None  # has the repo's dependencies; default: SWE-bench's, else python3
+    args: list[str] = []  # more pytest arguments
+    timeout_s: float = Field(1800, gt=0)
+
+    @model_validator(mode="after")
+    def _paths(self) -> SweBenchCheck:
+        for path in self.test_files:
+            if path.startswith("/") or ".." in path.split("/") or not path.strip():
+                raise ValueError(f"test_files: {path!r} is not a path inside the repo")
+        for test in [*self.fail_to_pass, *self.pass_to_pass]:
+            if "::" not in test or test.startswith("/") or ".." in test.split("::")[0].split("/"):
+                raise ValueError(
+                    f"{test!r} is not a pytest node id (path/to/test_file.py::test_name)"
+                )
+        return self
+
+    def kept(self) -> list[str]:
+        """The workdir's files the verdict takes as they were before the agent (with every
+        ``conftest.py``)."""
+        return list(self.test_files)
+
+
 Check = Annotated[
     CommandCheck
     | PytestCheck
@@ -242,7 +282,8 @@ Check = Annotated[
     | ImageCheck
     | OutputsCheck
     | CompositeCheck
-    | HarborCheck,
+    | HarborCheck
+    | SweBenchCheck,
     Field(discriminator="kind"),
 ]
 CompositeCheck.model_rebuild()
@@ -292,19 +333,43 @@ class _Run:
             await self.fresh_workspace()
 
 
-async def prepare(sandbox: Sandbox, tests: Path | None, workspace: Workspace) -> None:
+async def prepare(
+    sandbox: Sandbox,
+    tests: Path | None,
+    workspace: Workspace,
+    originals: Archive | None = None,
+) -> None:
     """Lay out a checker sandbox: ``/agentenv`` (root's, 0700 for the hidden tests) with the
-    checker programs and the hidden tests, and the agent's workspace in the workdir. Two
-    commands and two archives, whatever the number of files."""
+    checker programs and the hidden tests, ``originals`` (workdir files as they were before
+    the agent) in :data:`ORIGINAL`, and the agent's workspace in the workdir. A few
+    commands and archives, whatever the number of files."""
     await _run(sandbox, f"mkdir -p {ROOT} && {_clear(ROOT)}", timeout=60)
     await sandbox.upload_tar(_layout(tests), ROOT)
     await _run(
         sandbox,
-        f"mkdir -p {OUT} {TESTS} && chmod 0755 {ROOT} {CHECKERS} && chmod 0700 {TESTS} {OUT}"
-        f" && {_empty(workspace)}",
+        f"mkdir -p {OUT} {TESTS} {ORIGINAL} && chmod 0755 {ROOT} {CHECKERS}"
+        f" && chmod 0700 {TESTS} {OUT} {ORIGINAL} && {_empty(workspace)}",
         timeout=60,
     )
+    if originals is not None:
+        await sandbox.upload_tar(originals, ORIGINAL)
     await sandbox.upload_tar(workspace.archive, workspace.workdir)
+
+
+def originals(prepared: Archive, keep: set[str]) -> Archive:
+    """The regular files of a prepared workspace (the workdir before the agent, made on the
+    host) named in ``keep``, and every ``conftest.py`` outside ``.git``, as a tar owned by
+    root: read as the archive streams, never whole."""
+    out = Archive.new()
+    with tarfile.open(prepared, mode="r|") as src, tarfile.open(out, mode="w") as dst:
+        for member in src:
+            name = member.name.removeprefix("./")
+            conftest = name.rsplit("/", 1)[-1] == "conftest.py" and not name.startswith(".git/")
+            if member.isfile() and (name in keep or conftest):
+                member.name, member.uid, member.gid = name, 0, 0
+                member.uname = member.gname = "root"
+                dst.addfile(member, src.extractfile(member))
+    return out
 
 
 def _clear(*folders: str) -> str:
@@ -342,17 +407,25 @@ def _layout(tests: Path | None) -> bytes:
 
 
 async def verify(
-    sandbox: Sandbox, check: Check, workspace: Workspace, *, tests: Path | None = None
+    sandbox: Sandbox,
+    check: Check,
+    workspace: Workspace,
+    *,
+    tests: Path | None = None,
+    prepared: Archive | None = None,
 ) -> Score:
     """Score ``check`` against ``workspace`` in ``sandbox``, a checker sandbox: a new one,
     made from the task's prepared state, whose root may switch users (:data:`CHECKER_CAPS`).
-    Raises :class:`SandboxUnavailable` if the sandbox dies; any other failure to check is
-    ``Score.error``."""
+    ``prepared`` is the workdir as the agent was given it (a swebench check takes the test
+    files from it, never from the agent's). Raises :class:`SandboxUnavailable` if the
+    sandbox dies; any other failure to check is ``Score.error``."""
     started = time.monotonic()
     run = _Run(sandbox, workspace, tests)
     try:
         with _without_cases(tests, check) as sandbox_tests:  # expected outputs stay here
-            await prepare(sandbox, sandbox_tests, workspace)
+            keep = set(_kept(check))
+            kept = originals(prepared, keep) if keep and prepared is not None else None
+            await prepare(sandbox, sandbox_tests, workspace, kept)
         result, leaves = await _score(run, check)
         await run.stop_agent()
     except SandboxUnavailable:
@@ -395,11 +468,23 @@ def _result(
     )
 
 
+def _kept(check: Check) -> list[str]:
+    if isinstance(check, CompositeCheck):
+        return [name for part in check.checks for name in _kept(part)]
+    return check.kept() if isinstance(check, SweBenchCheck) else []
+
+
 async def _score(run: _Run, check: Check) -> tuple[CheckResult, list[CheckResult]]:
-    """The check's result and its leaf checks' results (itself, unless a composite)."""
+    """The check's result and its leaf checks' results (itself, unless a composite; a
+    swebench check's two lists)."""
     if isinstance(check, CompositeCheck):
         return await _composite(run, check)
     await run.before_leaf()
+    if isinstance(check, SweBenchCheck):
+        lists = await _swebench(run, check)
+        passed = all(one.passed for one in lists)
+        detail = "; ".join(f"{one.name} {one.detail}" for one in lists)
+        return _result(check, "swebench", float(passed), detail), lists
     scorer = _SCORERS[type(check)]
     try:
         one = await scorer(run, check)
@@ -491,6 +576,91 @@ async def _pytest(run: _Run, check: PytestCheck) -> CheckResult:
     if excluded:
         detail += f"; {len(excluded)} skipped by the tests' markers, left out"
     return _result(check, name, score, detail)
+
+
+SWEBENCH_PYTHON = "/opt/miniconda3/envs/testbed/bin/python"
+"""Where SWE-bench's images keep the interpreter with the repo's dependencies."""
+_PATCHED = f"{ROOT}/patched"
+# run as the agent's user in the workdir: what the agent did to the kept files (and any
+# conftest.py it added) goes; the kept files come back as the test patch left them
+_OVERLAY = (
+    'set -e; cd "$WORKDIR"; '
+    "find . -path ./.git -prune -o -name conftest.py -print0 | xargs -0 -r rm -f --; "
+    'for f in "$@"; do rm -rf -- "$f"; done; '
+    f'cp -R --preserve=mode,timestamps -- {_PATCHED}/. "$WORKDIR"/'
+)
+
+
+async def _swebench(run: _Run, check: SweBenchCheck) -> list[CheckResult]:
+    ws, box = run.ws, run.sandbox
+    started = time.monotonic()
+
+    def lists(detail: str, *, error: bool = False) -> list[CheckResult]:
+        return [_result(check, "FAIL_TO_PASS", 0.0, detail, error=error)]
+
+    # the test patch, applied (as root, outside any repo) to the kept files as they were
+    # before the agent: nothing of the agent's decides what the tests are
+    patch = f"{TESTS}/{shlex.quote(check.patch)}"
+    r = await box.exec(
+        f"rm -rf {_PATCHED} && cp -a {ORIGINAL} {_PATCHED} && cd {_PATCHED} && "
+        f"{{ git apply --whitespace=nowarn {patch} || patch --batch -p1 -i {patch}; }} && "
+        f"chmod -R a+rX {_PATCHED}",
+        timeout=300,
+        env={"GIT_CEILING_DIRECTORIES": ROOT},
+    )
+    if not r.ok:
+        tail = (r.stdout + r.stderr).strip()[-800:]
+        return lists(f"the test patch does not apply to the repo as it was: {tail}", error=True)
+    r = await box.exec(
+        ["bash", "-c", _OVERLAY, "overlay", *check.test_files],
+        timeout=300,
+        env={"WORKDIR": ws.workdir, "HOME": "/tmp"},
+        user=ws.agent_user,
+    )
+    if not r.ok:  # the agent left its workdir so that its own user cannot put files back
+        await run.stop_agent()
+        tail = (r.stdout + r.stderr).strip()[-500:]
+        return lists(f"the test files could not be put back in the workdir: {tail}")
+    python = (
+        check.python
+        or (
+            await box.exec(f"test -x {SWEBENCH_PYTHON} && echo {SWEBENCH_PYTHON} || echo python3")
+        ).stdout.strip()
+    )
+    listed = [*check.fail_to_pass, *check.pass_to_pass]
+    files = sorted({test.split("::", 1)[0] for test in listed})
+    argv = [python, "-I", f"{CHECKERS}/run_pytest.py", "--repo", ws.agent_user, ws.workdir]
+    try:
+        r = await box.exec(
+            [*argv, "--", *files, *check.args],
+            timeout=check.timeout_s,
+            cwd=ws.workdir,
+            env={"HOME": "/tmp"},
+            max_output=MAX_REPORT,
+        )
+    finally:
+        await run.stop_agent()
+    if r.timed_out:  # the code under test hung: the agent failing
+        return lists(f"the tests timed out after {check.timeout_s:g} s")
+    lines = r.stdout_bytes.strip().splitlines()
+    found = load_json(lines[-1]) if lines and not r.truncated else None
+    if not isinstance(found, dict):
+        return lists(f"run_pytest crashed: {r.stderr[-500:]}", error=True)
+    outcomes = found.get("outcomes")
+    if not isinstance(outcomes, dict):  # killed, forged or withheld by the code under test
+        log = str(found.get("log", ""))[-1500:]
+        return lists(f"the tests gave no report (exit {found.get('exit')}): {log}")
+    took = time.monotonic() - started
+    out = []
+    for name, tests in (("FAIL_TO_PASS", check.fail_to_pass), ("PASS_TO_PASS", check.pass_to_pass)):
+        seen = {test: str(outcomes.get(test, "missing")) for test in tests}
+        bad = [f"{t} ({o})" for t, o in seen.items() if o != "passed"]
+        detail = f"{len(tests) - len(bad)}/{len(tests)} passed"
+        if bad:
+            detail += f"; not passed: {', '.join(bad[:10])}" + (" ..." if len(bad) > 10 else "")
+        one = _result(check, name, float(not bad), detail)
+        out.append(one.model_copy(update={"tests": seen, "name": name, "duration_s": took}))
+    return out
 
 
 async def _read_capped(sandbox: Sandbox, path: str, limit: int = MAX_REPORT) -> bytes | None:

@@ -7,6 +7,7 @@ a file check and a command check then runs from a folder outside the checkout.""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import site
 import subprocess
@@ -44,9 +45,9 @@ command = "test \\"$($AS_AGENT python3 -c 'import calc; print(calc.add(2, 2))')\
 """
 
 
-def run(*argv: str | Path, cwd: Path) -> str:
+def run(*argv: str | Path, cwd: Path, env: dict[str, str] | None = None) -> str:
     done = subprocess.run(
-        [str(a) for a in argv], cwd=cwd, capture_output=True, text=True, timeout=300
+        [str(a) for a in argv], cwd=cwd, capture_output=True, text=True, timeout=300, env=env
     )
     assert done.returncode == 0, f"{argv}: {done.stdout}\n{done.stderr}"
     return done.stdout
@@ -104,3 +105,11 @@ def test_the_installed_wheel_verifies(tmp_path: Path) -> None:
         result = json.loads(line)
         assert result["outcome"] == "graded", result
         assert result["reward"] == reward, result["score"]
+    # SWE-bench-style instances (the example's), verified by the wheel's repo-mode runner
+    out = tmp_path / "job-swebench"
+    instances = ROOT / "examples" / "swebench" / "instances.jsonl"
+    env = {**os.environ, "AGENTENV_CACHE": str(tmp_path / "cache")}
+    run(venv / "bin" / "agentenv", "eval", instances, "--model", "oracle", "--out", out,
+        cwd=outside, env=env)  # fmt: skip
+    rewards = [json.loads(line)["reward"] for line in (out / "results.jsonl").open()]
+    assert rewards == [1.0, 1.0], (out / "results.jsonl").read_text()

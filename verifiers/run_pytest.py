@@ -1,6 +1,8 @@
 """Run the hidden tests: run_pytest.py UID:GID WORKDIR -- ARGS...
+Run a repo's own tests:  run_pytest.py --repo UID:GID WORKDIR -- ARGS...
 
-Started as root with ``python3 -I`` in the tests folder. The tests import the agent's code,
+Started as root with ``python3 -I`` in the tests folder (with ``--repo``: in the workdir, by
+the interpreter that has the repo's dependencies). The tests import the agent's code,
 so pytest runs in a child that drops to the agent's user first; the agent's code shares that
 child's process, so the verdict is kept away from it as far as a process boundary allows:
 
@@ -15,7 +17,10 @@ What the agent's code can still do in its own process (read the tests, patch pyt
 the nonce in memory) is listed in docs/verification.md.
 
 pytest runs in isolated mode with our own ``pytest.ini`` forced (``-c``), conftest lookup
-confined to the tests, and the workdir appended last to ``sys.path``. ARGS go to pytest as
+confined to the tests, and the workdir appended last to ``sys.path``. With ``--repo`` the
+tests are the repo's (a SWE-bench instance's): pytest reads the repo's own configuration
+and conftests, from the workdir, which the verifier has restored first (see
+docs/swebench.md). ARGS go to pytest as
 given, with the tests folder as rootdir and invocation directory (so paths and node ids in
 them, ``--ignore`` values too, are relative to it); once pytest is configured the working
 directory is the workdir, where the tests run.
@@ -50,21 +55,17 @@ def skip_reason(report):
 class Reporter(object):
     """The child's pytest plugin: per-test outcomes, written once at the session's end."""
 
-    def __init__(self, report_fd, nonce_fd, tests, workdir):
+    def __init__(self, report_fd, nonce, tests, workdir):
         self.report_fd = report_fd
-        self.nonce_fd = nonce_fd
         self.tests = tests
         self.workdir = workdir
-        self.nonce = ""
+        self.nonce = nonce
         self.outcomes = {}
         self.reasons = {}
         self.marked = set()  # tests a skip marker of the hidden tests skipped
         self.evaluate_skip_marks = None
 
     def pytest_configure(self, config):
-        # before collection imports anything of the agent's
-        self.nonce = os.read(self.nonce_fd, 64).decode()
-        os.close(self.nonce_fd)
         try:  # taken now: a later patch of the module by the agent's code is not ours
             from _pytest.skipping import evaluate_skip_marks
 
@@ -125,7 +126,11 @@ class Reporter(object):
         os.close(self.report_fd)
 
 
-def child(user, workdir, args, report_fd, nonce_fd, log_fd):
+def child(user, workdir, args, report_fd, nonce_fd, log_fd, repo):
+    # the nonce is read, and its pipe closed, before pytest loads anything: a repo's
+    # conftest.py (the agent's code) is imported before any pytest_configure hook runs
+    nonce = os.read(nonce_fd, 64).decode()
+    os.close(nonce_fd)
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.dup2(log_fd, 1)
@@ -137,29 +142,36 @@ def child(user, workdir, args, report_fd, nonce_fd, log_fd):
     os.environ["HOME"] = "/tmp"
     tests = os.getcwd()  # pytest's invocation directory: args are relative to the tests
     here = os.path.dirname(os.path.abspath(__file__))
-    sys.path.append(workdir)
+    if repo:  # the repo's own tests, configuration and conftests, rooted where it says
+        argv = ["-q", "-p", "no:cacheprovider", *args]
+    else:
+        sys.path.append(workdir)
+        argv = [
+            "-q",
+            "-c",
+            os.path.join(here, "pytest.ini"),
+            "--rootdir",
+            tests,
+            "--confcutdir",
+            tests,
+            *args,  # as the task gives them: "--deselect", "<nodeid>" and "-k", "expr" too
+        ]
     import pytest
 
-    argv = [
-        "-q",
-        "-c",
-        os.path.join(here, "pytest.ini"),
-        "--rootdir",
-        tests,
-        "--confcutdir",
-        tests,
-        *args,  # as the task gives them: "--deselect", "<nodeid>" and "-k", "expr" too
-    ]
     # a wrapper round every other implementation, so it sees the test before a marker
     # skips it (marked on the class's function: a bound method takes no attributes)
     Reporter.pytest_runtest_setup = pytest.hookimpl(hookwrapper=True)(Reporter.runtest_setup)
-    reporter = Reporter(report_fd, nonce_fd, tests, workdir)
+    reporter = Reporter(report_fd, nonce, tests, workdir)
     return int(pytest.main(argv, plugins=[reporter]))
 
 
 def main():
-    user, workdir = sys.argv[1], sys.argv[2]
-    args = sys.argv[sys.argv.index("--") + 1 :] if "--" in sys.argv else ["."]
+    argv = sys.argv[1:]
+    repo = argv[:1] == ["--repo"]
+    if repo:
+        argv = argv[1:]
+    user, workdir = argv[0], argv[1]
+    args = argv[argv.index("--") + 1 :] if "--" in argv else ["."]
     nonce = os.urandom(16).hex()
     report_r, report_w = os.pipe()
     nonce_r, nonce_w = os.pipe()
@@ -169,7 +181,7 @@ def main():
         for fd in (report_r, nonce_w, log_r):
             os.close(fd)
         try:
-            code = child(user, workdir, args, report_w, nonce_r, log_w)
+            code = child(user, workdir, args, report_w, nonce_r, log_w, repo)
         except BaseException as e:  # whatever happened, the child ends here
             os.write(2, ("run_pytest: %s: %s\n" % (type(e).__name__, e)).encode())
             code = 3

@@ -37,7 +37,8 @@ ModelOption = Annotated[
 @app.command("eval")
 def eval_(
     paths: Annotated[
-        list[Path] | None, typer.Argument(help="Task folders, or folders of them.")
+        list[Path] | None,
+        typer.Argument(help="Task folders, folders of them, or SWE-bench instance files (.jsonl)."),
     ] = None,
     model: ModelOption = "kimi-k3",
     samples: Annotated[int, typer.Option("--samples", "-k", min=1, help="Episodes per task.")] = 1,

@@ -433,7 +433,7 @@ async def _verify_in(
     ws = Workspace(archive=workspace, workdir=task.workdir, agent_user=prepared.agent_user)
     box = box or await create(checker_spec(image, task, prepared.backend))
     try:
-        return await verify(box, task.verifier, ws, tests=task.tests)
+        return await verify(box, task.verifier, ws, tests=task.tests, prepared=prepared.workspace)
     finally:
         with anyio.CancelScope(shield=True):
             await box.close()

@@ -1,0 +1,6 @@
+import pytest
+
+
+@pytest.fixture
+def bounds():
+    return (0, 10)

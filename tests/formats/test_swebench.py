@@ -1,0 +1,294 @@
+"""SWE-bench-style instances run as tasks: a real git repo (src layout, a conftest, a
+parametrized test with an odd id) is built here, committed, baked into an image FROM the
+offline base image at its base commit, and described by an instances file as the published
+datasets are (lists JSON-encoded). The oracle applies the gold patch; the agent never sees
+the test patch; attacks on the tests the verdict reads are scored 0."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from agentenv.agent.policies import oracle
+from agentenv.errors import TaskError
+from agentenv.runner.episode import run_task
+from agentenv.runner.policy import Policies
+from agentenv.sandbox.images import BASE_IMAGE
+from agentenv.swebench import materialize
+from agentenv.tasks import Task, load_task, load_tasks
+
+pytestmark = pytest.mark.anyio
+
+FILES = {
+    "pyproject.toml": """\
+        [project]
+        name = "ranges"
+        version = "0.1.0"
+
+        [tool.pytest.ini_options]
+        pythonpath = ["src"]
+        testpaths = ["tests"]
+        """,
+    "src/ranges/__init__.py": """\
+        def clamp(x, lo, hi):
+            \"\"\"x limited to [lo, hi].\"\"\"
+            return max(lo, min(x, lo))
+
+
+        def span(xs):
+            return max(xs) - min(xs)
+        """,
+    "tests/conftest.py": """\
+        import pytest
+
+
+        @pytest.fixture
+        def bounds():
+            return (0, 10)
+        """,
+    "tests/test_ranges.py": """\
+        from ranges import span
+
+
+        def test_span(bounds):
+            assert span(list(bounds)) == 10
+        """,
+    "README.md": "ranges\n",
+}
+FIX = {
+    "src/ranges/__init__.py": FILES["src/ranges/__init__.py"].replace("min(x, lo)", "min(x, hi)")
+}
+TESTS = {
+    "tests/test_ranges.py": FILES["tests/test_ranges.py"]
+    + """\
+
+
+        def test_clamp(bounds):
+            from ranges import clamp
+            assert clamp(15, *bounds) == 10
+            assert clamp(5, *bounds) == 5
+        """,
+    "tests/test_edges.py": """\
+        import pytest
+        from ranges import clamp
+
+
+        @pytest.mark.parametrize("x", [-1, 11], ids=["below lo", "above[hi]"])
+        def test_edges(x):
+            assert clamp(x, 0, 10) in (0, 10)
+            assert clamp(3, 0, 10) == 3
+        """,
+}
+F2P = [
+    "tests/test_ranges.py::test_clamp",
+    "tests/test_edges.py::test_edges[below lo]",
+    "tests/test_edges.py::test_edges[above[hi]]",
+]
+P2P = ["tests/test_ranges.py::test_span"]
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True
+    ).stdout
+
+
+def _write(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(textwrap.dedent(text))
+
+
+@pytest.fixture(scope="module")
+def instance(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+    """An instance of a repo made here: base commit, gold patch and test patch from real
+    commits, its image's Dockerfile next to the instances file."""
+    root = tmp_path_factory.mktemp("swebench")
+    repo = root / "context" / "repo"
+    repo.mkdir(parents=True)
+    _git(repo, "init", "-q", "-b", "main")
+    _git(repo, "config", "user.email", "t@example.com")
+    _git(repo, "config", "user.name", "t")
+    _write(repo, FILES)
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "-m", "base")
+    base = _git(repo, "rev-parse", "HEAD").strip()
+    _write(repo, FIX)
+    gold = _git(repo, "diff")
+    _git(repo, "checkout", "-q", "--", ".")
+    _write(repo, TESTS)
+    _git(repo, "add", "-N", ".")
+    test_patch = _git(repo, "diff")
+    _git(repo, "reset", "-q")
+    _git(repo, "checkout", "-q", "--", ".")
+    _git(repo, "clean", "-fdq")
+    (root / "context" / "Dockerfile").write_text(f"FROM {BASE_IMAGE}\nCOPY repo /testbed\n")
+    return {
+        "instance_id": "acme__ranges-1",
+        "repo": "acme/ranges",
+        "base_commit": base,
+        "problem_statement": "clamp() ignores hi\n\nclamp(15, 0, 10) gives 0, not 10.\n",
+        "test_patch": test_patch,
+        "patch": gold,
+        "FAIL_TO_PASS": json.dumps(F2P),
+        "PASS_TO_PASS": json.dumps(P2P),
+        "dockerfile": str(root / "context" / "Dockerfile"),
+        "version": "0.1",
+        "hints_text": "",
+    }
+
+
+def instances_file(root: Path, *instances: dict[str, object], name: str = "i.jsonl") -> Path:
+    path = root / name
+    path.write_text("".join(json.dumps(i) + "\n" for i in instances))
+    return path
+
+
+@pytest.fixture
+def task(instance: dict[str, object], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Task:
+    monkeypatch.setenv("AGENTENV_CACHE", str(tmp_path / "cache"))
+    [task] = load_tasks([instances_file(tmp_path, instance)])
+    return task
+
+
+async def _episode(task: Task, policy: object) -> tuple[float, dict[str, object]]:
+    traj, _ = await run_task(task, policy)  # type: ignore[arg-type]
+    assert traj.score is not None and traj.score.error is None, traj.score
+    checks = {c.name: c for c in traj.score.checks}
+    return traj.reward or 0.0, checks  # type: ignore[return-value]
+
+
+async def test_oracle_resolves_and_both_lists_are_reported(task: Task) -> None:
+    assert task.id == "acme__ranges-1" and task.workdir == "/testbed"
+    assert "clamp() ignores hi" in task.instruction and "swebench" in task.tags
+    policies = Policies("oracle")
+    reward, checks = await _episode(task, policies.for_task(task))
+    assert reward == 1.0, checks
+    f2p, p2p = checks["FAIL_TO_PASS"], checks["PASS_TO_PASS"]
+    assert f2p.tests == dict.fromkeys(F2P, "passed"), f2p  # type: ignore[attr-defined]
+    assert p2p.tests == dict.fromkeys(P2P, "passed"), p2p  # type: ignore[attr-defined]
+
+
+async def test_no_change_fails_the_fail_to_pass_tests_only(task: Task) -> None:
+    reward, checks = await _episode(task, Policies("null").for_task(task))
+    assert reward == 0.0
+    f2p, p2p = checks["FAIL_TO_PASS"], checks["PASS_TO_PASS"]
+    assert not f2p.passed and f2p.tests == dict.fromkeys(F2P, "failed")  # type: ignore[attr-defined]
+    assert f2p.detail.startswith("0/3 passed; not passed: ")  # type: ignore[attr-defined]
+    assert p2p.passed and p2p.detail == "1/1 passed"  # type: ignore[attr-defined]
+
+
+def _agent(script: str) -> object:
+    return oracle("#!/bin/bash\nset -e\n" + textwrap.dedent(script))
+
+
+# what an agent that did not fix clamp can do to the tests the verdict reads: each is a 0
+ATTACKS = {
+    # its own versions of the tests the test patch brings, which pass unfixed
+    "own tests": """\
+        cat > tests/test_edges.py <<'EOF'
+        import pytest
+        @pytest.mark.parametrize("x", [1, 2], ids=["below lo", "above[hi]"])
+        def test_edges(x):
+            pass
+        EOF
+        printf 'def test_clamp():\\n    pass\\n' >> tests/test_ranges.py
+        """,
+    # a conftest that turns every report into a pass, in the tests' folder and at the root
+    "conftest forging passes": """\
+        for d in . tests; do cat > $d/conftest.py <<'EOF'
+        import pytest
+        @pytest.hookimpl(hookwrapper=True)
+        def pytest_runtest_makereport(item, call):
+            out = yield
+            r = out.get_result()
+            r.outcome = "passed"
+            r.longrepr = None
+        EOF
+        done
+        """,
+    # the fix, but the passing tests broken
+    "breaks span": """\
+        git -c safe.directory='*' apply "$SOLUTION_DIR/gold.patch" 2>/dev/null || true
+        sed -i 's/return max(xs) - min(xs)/return 0/' src/ranges/__init__.py
+        """,
+    # a folder where a test file goes, left so that its own user cannot replace it
+    "unwritable tests": """\
+        chmod 0555 tests
+        """,
+}
+
+
+@pytest.mark.parametrize("name", sorted(ATTACKS))
+async def test_attacks_on_the_tests_score_zero(task: Task, name: str) -> None:
+    reward, checks = await _episode(task, _agent(ATTACKS[name]))
+    assert reward == 0.0, checks
+
+
+async def test_a_fix_with_the_agents_own_conftest_change_still_passes(task: Task) -> None:
+    # the repo's conftest.py comes back as it was: the fixture the tests need is there
+    script = """\
+        git -c safe.directory='*' apply "$SOLUTION_DIR/gold.patch"
+        rm tests/conftest.py
+        """
+    policy = oracle(
+        "#!/bin/bash\nset -e\n" + textwrap.dedent(script),
+        files={"gold.patch": task.solution_files()["gold.patch"]},
+    )
+    reward, checks = await _episode(task, policy)
+    assert reward == 1.0, checks
+
+
+def test_bad_instances_name_the_line_and_field(
+    instance: dict[str, object], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AGENTENV_CACHE", str(tmp_path / "cache"))
+    cases = [
+        ({"FAIL_TO_PASS": "[]"}, r"i.jsonl:2: FAIL_TO_PASS: empty"),
+        ({"FAIL_TO_PASS": "not json"}, r"i.jsonl:2: FAIL_TO_PASS: not a list"),
+        (
+            {"PASS_TO_PASS": ["test_x (tests.TestCase)"]},
+            r"i.jsonl:2: PASS_TO_PASS: 'test_x \(tests.TestCase\)' is not a pytest node id",
+        ),
+        ({"test_patch": "nothing"}, r"i.jsonl:2: test_patch: not a git diff"),
+        ({"base_commit": None}, r"i.jsonl:2: base_commit: missing"),
+        ({"instance_id": "a/b"}, r"i.jsonl:2: instance_id: 'a/b'"),
+        ({"dockerfile": "nope/Dockerfile"}, r"i.jsonl:2: dockerfile: .*nope/Dockerfile not found"),
+    ]
+    for change, message in cases:
+        other = {**instance, "instance_id": "acme__ranges-2", **change}
+        path = instances_file(tmp_path, instance, other)
+        with pytest.raises(TaskError, match=message):
+            load_tasks([path])
+    (tmp_path / "bad.jsonl").write_text(json.dumps(instance) + "\n{oops\n")
+    with pytest.raises(TaskError, match=r"bad.jsonl:2: not valid JSON"):
+        load_tasks([tmp_path / "bad.jsonl"])
+    twice = instances_file(tmp_path, instance, instance, name="twice.jsonl")
+    with pytest.raises(TaskError, match=r"twice.jsonl:2: instance_id 'acme__ranges-1' is also"):
+        load_tasks([twice])
+
+
+def test_folders_are_written_once_and_a_json_array_loads(
+    instance: dict[str, object], tmp_path: Path
+) -> None:
+    path = tmp_path / "i.json"
+    path.write_text(json.dumps([instance, {**instance, "instance_id": "acme__ranges-2"}]))
+    first = materialize(path, into=tmp_path / "tasks")
+    stamp = [(f / "task.toml").stat().st_mtime_ns for f in first]
+    again = materialize(path, into=tmp_path / "tasks")
+    assert again == first and [(f / "task.toml").stat().st_mtime_ns for f in again] == stamp
+    task = load_task(first[1])
+    assert task.id == "acme__ranges-2" and task.tests is not None
+    assert (task.tests / "test.patch").read_text() == instance["test_patch"]
+    assert task.verifier is not None and task.verifier.kind == "swebench"
+    # the agent's instruction holds nothing of the test patch
+    assert "test_edges" not in task.instruction
+    # the image name SWE-bench gives it, when neither image nor dockerfile is given
+    plain = {k: v for k, v in instance.items() if k != "dockerfile"}
+    path.write_text(json.dumps([{**plain, "instance_id": "django__django-11099"}]))
+    [folder] = materialize(path, into=tmp_path / "plain")
+    assert load_task(folder).image == "swebench/sweb.eval.x86_64.django_1776_django-11099:latest"
