@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Prepare this machine for agentenv, doing only what is missing (quiet when all is in place):
-#   1. a virtualenv in .venv with agentenv and its dev tools;
+#   1. a virtualenv in .venv with agentenv, its dev tools and Inspect AI (the provider's tests);
 #   2. a Docker engine that answers: installs Debian's docker.io and starts dockerd as root
 #      where needed (agentenv/sandbox/docker/engine.sh) — a machine that has Docker is left alone;
 #   3. the offline base image agentenv/base:bookworm, built from Debian packages;
@@ -15,7 +15,7 @@ stamp=.venv/.agentenv-installed
 if [ ! -x .venv/bin/agentenv ] || [ pyproject.toml -nt "$stamp" ]; then
   echo "agentenv setup: installing agentenv into .venv" >&2
   "$python" -m venv .venv
-  .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev]'
+  .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev,inspect]'
   touch "$stamp"
 fi
 .venv/bin/agentenv doctor --fix --quiet
