@@ -151,14 +151,43 @@ def _size(env: dict[str, Any], key: str, mb_key: str, spec_file: Path) -> int | 
 
 def _workdir(dockerfile: Path) -> str:
     """The image's working folder, the last ``WORKDIR`` of its Dockerfile (``/app``, Harbor's
-    usual one, without)."""
-    found = "/app"
-    for line in dockerfile.read_text(errors="replace").splitlines():
+    usual one, without), with ``$NAME``/``${NAME}`` replaced by the Dockerfile's ``ENV`` and
+    ``ARG`` values; raises :class:`TaskError` for one it cannot know."""
+    found, values = "/app", {}
+    lines = dockerfile.read_text(errors="replace").splitlines()
+    for number, line in enumerate(lines, 1):
         parts = line.strip().split(None, 1)
-        if len(parts) == 2 and parts[0].upper() == "WORKDIR":
-            path = parts[1].strip().strip("\"'")
+        if len(parts) != 2:
+            continue
+        word, rest = parts[0].upper(), parts[1].strip()
+        if word in ("ENV", "ARG"):
+            values.update(_assignments(rest, legacy=word == "ENV"))
+        elif word == "WORKDIR":
+            path = _expand(rest.strip("\"'"), values, f"{dockerfile}:{number}")
             found = path if path.startswith("/") else f"{found.rstrip('/')}/{path}"
     return found if found.rstrip("/") else "/app"
+
+
+def _assignments(rest: str, *, legacy: bool) -> dict[str, str]:
+    """``ENV a=1 b="2"`` / ``ARG a=1`` (an ARG without a default gives nothing), and the
+    legacy ``ENV a 1``."""
+    try:
+        words = shlex.split(rest)
+    except ValueError:
+        return {}
+    if legacy and words and "=" not in words[0]:
+        return {words[0]: " ".join(words[1:])}
+    return dict(w.split("=", 1) for w in words if "=" in w)
+
+
+def _expand(path: str, values: dict[str, str], where: str) -> str:
+    def value(match: re.Match[str]) -> str:
+        name = match.group(1) or match.group(2)
+        if name not in values:
+            raise TaskError(f"{where}: WORKDIR uses ${name}, which no ENV or ARG before it sets")
+        return values[name]
+
+    return re.sub(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)", value, path)
 
 
 async def verify_in_sandbox(box: Sandbox, tests: Path, check: HarborCheck, workdir: str) -> Score:

@@ -207,3 +207,27 @@ def test_schema_1_1_names_and_a_folder_of_them(tmp_path: Path) -> None:
     assert task.id == "say-hello" and task.description == "says hello"
     assert task.network == "bridge" and "greeting" in task.tags
     assert json.loads(task.model_dump_json())["verifier"]["kind"] == "harbor"
+
+
+def test_workdir_takes_the_dockerfiles_env_and_arg_values(tmp_path: Path) -> None:
+    folder = harbor_task(tmp_path, "vars", test=NUMERIC)
+    dockerfile = folder / "environment" / "Dockerfile"
+    dockerfile.write_text(
+        f"FROM {BASE_IMAGE}\nARG ROOT=/srv\nENV APP=app LOG_DIR /var/log\n"
+        "WORKDIR ${ROOT}/$APP\nWORKDIR data\n"
+    )
+    assert load_task(folder).workdir == "/srv/app/data"
+    dockerfile.write_text(f"FROM {BASE_IMAGE}\nWORKDIR $NOWHERE/app\n")
+    with pytest.raises(TaskError, match=r"Dockerfile:2: WORKDIR uses \$NOWHERE"):
+        load_task(folder)
+
+
+async def test_a_fork_bomb_the_agent_left_is_its_zero_not_a_crash(tmp_path: Path) -> None:
+    # the right answer, and a process that takes every pid the sandbox may have: test.sh
+    # cannot start (or its commands cannot), and the episode is graded 0, not an error
+    # (the sandbox is alive; what runs in it is the agent's)
+    solve = (
+        "echo hello > /app/out.txt\nnohup bash -c 'f(){ f | f & }; f' >/dev/null 2>&1 &\nsleep 3\n"
+    )
+    reward, checks = await _run(harbor_task(tmp_path, "bomb", test=NUMERIC, solve=solve))
+    assert reward == 0.0, checks
