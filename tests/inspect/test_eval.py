@@ -4,6 +4,8 @@ working in the sandbox, a scorer reading the sandbox's file. Then nothing of it 
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import docker
@@ -11,6 +13,7 @@ import pytest
 from inspect_ai import Task
 from inspect_ai import eval as inspect_eval
 from inspect_ai.dataset import Sample
+from inspect_ai.log import read_eval_log
 from inspect_ai.model import ModelOutput, ModelUsage, get_model
 from inspect_ai.scorer import Score, Target, accuracy, scorer
 from inspect_ai.solver import Generate, TaskState, solver
@@ -95,3 +98,22 @@ def test_configs_map_to_specs(tmp_path: Path) -> None:
         spec_for(str(tmp_path / "compose.yaml"))
     with pytest.raises(FileNotFoundError):
         spec_for(str(tmp_path / "missing" / "Dockerfile"))
+
+
+def test_the_readme_example_runs_through_inspects_command_line(tmp_path: Path) -> None:
+    # `inspect eval examples/inspect_task.py`, as the README shows it: the sandbox type is
+    # found through the installed entry point, in a process of its own
+    inspect = Path(sys.executable).with_name("inspect")
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(  # Inspect takes a task file's path relative to where it runs
+        [inspect, "eval", "examples/inspect_task.py", "--display", "plain", "--log-dir", tmp_path],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    [log] = [read_eval_log(str(p)) for p in tmp_path.glob("*.eval")]
+    assert log.status == "success" and log.results is not None
+    assert log.results.scores[0].metrics["accuracy"].value == 1.0
+    assert log.samples is not None and len(log.samples) == 3
