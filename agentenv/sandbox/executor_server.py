@@ -459,6 +459,17 @@ def _mode_allows(info, bit):
     return bool(mode & bit)
 
 
+def _check_file(info, path, bit):
+    """Raise as open() would for a folder, for what is not a regular file, and when its mode
+    does not grant us ``bit`` (4 read, 2 write)."""
+    if stat.S_ISDIR(info.st_mode):
+        raise IsADirectoryError(errno.EISDIR, "Is a directory", path)
+    if not stat.S_ISREG(info.st_mode):
+        raise OSError(errno.EINVAL, "not a regular file", path)
+    if not _mode_allows(info, bit):
+        raise PermissionError(errno.EACCES, "Permission denied", path)
+
+
 def do_read(req):
     # O_NONBLOCK: opening a FIFO an agent planted must not hang us; only regular files.
     path = req["path"]
@@ -466,12 +477,7 @@ def do_read(req):
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     try:
         info = os.fstat(fd)
-        if stat.S_ISDIR(info.st_mode):
-            raise IsADirectoryError(errno.EISDIR, "Is a directory", path)
-        if not stat.S_ISREG(info.st_mode):
-            raise OSError(errno.EINVAL, "not a regular file", path)
-        if not _mode_allows(info, 4):
-            raise PermissionError(errno.EACCES, "Permission denied", path)
+        _check_file(info, path, 4)
         if limit is not None and info.st_size > int(limit):
             return _too_large(path, info.st_size, limit)
         chunks = []
@@ -515,12 +521,7 @@ def do_write(req, payload):
     except FileNotFoundError:
         info = None
     if info is not None:
-        if stat.S_ISDIR(info.st_mode):
-            raise IsADirectoryError(errno.EISDIR, "Is a directory", path)
-        if not stat.S_ISREG(info.st_mode):
-            raise OSError(errno.EINVAL, "not a regular file", path)
-        if not _mode_allows(info, 2):
-            raise PermissionError(errno.EACCES, "Permission denied", path)
+        _check_file(info, path, 2)
         # O_NONBLOCK: swapped for a FIFO since the stat, it must not hang us
         fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
         try:
