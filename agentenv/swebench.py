@@ -120,8 +120,11 @@ def task_files(instance: dict[str, Any], where: str, base: Path) -> dict[str, st
         value = instance.get(field)
         if not isinstance(value, str) or not value.strip():
             raise bad(field, "missing" if value is None else "must be a non-empty string")
+    for field, value in instance.items():
+        if isinstance(value, str) and not _encodable(value):
+            raise bad(field, "holds a lone surrogate (\\ud800-\\udfff): not text")
     instance_id = instance["instance_id"]
-    if not _ID.match(instance_id):
+    if not _ID.fullmatch(instance_id):
         raise bad("instance_id", f"{instance_id!r}: letters, digits, '.', '_' and '-' only")
     fail_to_pass = _tests(instance, "FAIL_TO_PASS", bad, required=True)
     pass_to_pass = _tests(instance, "PASS_TO_PASS", bad, required=False)
@@ -138,11 +141,17 @@ def task_files(instance: dict[str, Any], where: str, base: Path) -> dict[str, st
         "pass_to_pass": pass_to_pass,
         "test_files": test_files,
     }
-    for field, kind in (("python", str), ("timeout_s", (int, float))):
-        if instance.get(field) is not None:
-            if not isinstance(instance[field], kind) or isinstance(instance[field], bool):
-                raise bad(field, f"{instance[field]!r} has the wrong type")
-            verifier[field] = instance[field]
+    python, timeout = instance.get("python"), instance.get("timeout_s")
+    if python is not None:
+        if not isinstance(python, str) or not python.strip():
+            raise bad("python", f"{python!r}: the interpreter's name or absolute path")
+        verifier["python"] = python
+    if timeout is not None:
+        if not isinstance(timeout, (int, float)) or isinstance(timeout, bool):
+            raise bad("timeout_s", f"{timeout!r} is not a number of seconds")
+        if not 0 < timeout < 7 * 24 * 3600:  # NaN and infinity too
+            raise bad("timeout_s", f"{timeout!r} is not a timeout (0 < seconds < a week)")
+        verifier["timeout_s"] = timeout
     problem = instance["problem_statement"]
     spec: dict[str, Any] = {
         "id": instance_id,
@@ -177,6 +186,14 @@ def task_files(instance: dict[str, Any], where: str, base: Path) -> dict[str, st
     return files
 
 
+def _encodable(text: str) -> bool:
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def swebench_image(instance_id: str) -> str:
     """The name SWE-bench's harness gives an instance's evaluation image."""
     return f"swebench/sweb.eval.x86_64.{instance_id.lower().replace('__', '_1776_')}:latest"
@@ -194,6 +211,8 @@ def _tests(instance: dict[str, Any], field: str, bad: Any, *, required: bool) ->
     if required and not value:
         raise bad(field, "empty: nothing would tell a fix from no change")
     for test in value:
+        if test.startswith("-"):
+            raise bad(field, f"{test!r} would reach pytest as an option")
         if "::" not in test:
             raise bad(
                 field,
@@ -233,9 +252,13 @@ def _write_folder(folder: Path, files: dict[str, str]) -> None:
         return
     folder.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
-    for name, text in files.items():
-        (tmp / name).parent.mkdir(parents=True, exist_ok=True)
-        (tmp / name).write_text(text)
+    try:
+        for name, text in files.items():
+            (tmp / name).parent.mkdir(parents=True, exist_ok=True)
+            (tmp / name).write_text(text)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     if folder.exists():
         shutil.rmtree(folder)
     tmp.rename(folder)

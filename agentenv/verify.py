@@ -42,7 +42,7 @@ import tarfile
 import tempfile
 import time
 from collections.abc import Awaitable, Callable, Iterator
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -66,6 +66,7 @@ CHECKER_CAPS = ("CHOWN", "DAC_OVERRIDE", "FOWNER", "KILL", "SETGID", "SETUID")
 """What the checker sandbox's root may do: lay out files, and drop to the agent's user."""
 MAX_REPORT = 8 << 20  # bytes of a report (JUnit, JSON, a file) the host will parse
 MAX_DEPTH = 64  # nesting a JSON value may have
+PYTEST_CONFIGS = ("pytest.ini", ".pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml")
 
 
 class CheckResult(BaseModel):
@@ -261,17 +262,28 @@ class SweBenchCheck(_Check):
         for path in self.test_files:
             if path.startswith("/") or ".." in path.split("/") or not path.strip():
                 raise ValueError(f"test_files: {path!r} is not a path inside the repo")
-        for test in [*self.fail_to_pass, *self.pass_to_pass]:
-            if "::" not in test or test.startswith("/") or ".." in test.split("::")[0].split("/"):
+        for test in self.listed():
+            path = test.split("::", 1)[0]
+            if "::" not in test or path.startswith(("/", "-")) or ".." in path.split("/"):
                 raise ValueError(
                     f"{test!r} is not a pytest node id (path/to/test_file.py::test_name)"
                 )
         return self
 
+    def listed(self) -> list[str]:
+        """Every test the verdict reads."""
+        return [*self.fail_to_pass, *self.pass_to_pass]
+
     def kept(self) -> list[str]:
-        """The workdir's files the verdict takes as they were before the agent (with every
-        ``conftest.py``)."""
-        return list(self.test_files)
+        """The workdir's files the verdict takes as they were before the agent (every
+        ``conftest.py`` too): what the test patch touches, the files of the listed tests,
+        and pytest's configuration files in their folders below the repo's root (one planted
+        there would move pytest's rootdir, and with it the tests' ids)."""
+        files = {*self.test_files, *(test.split("::", 1)[0] for test in self.listed())}
+        folders = {str(PurePosixPath(f).parent) for f in files}
+        folders = {str(p) for f in folders for p in [PurePosixPath(f), *PurePosixPath(f).parents]}
+        configs = {f"{d}/{name}" for d in folders - {"."} for name in PYTEST_CONFIGS}
+        return sorted(files | configs)
 
 
 Check = Annotated[
@@ -523,7 +535,7 @@ async def _command(run: _Run, check: CommandCheck) -> CheckResult:
 async def _pytest(run: _Run, check: PytestCheck) -> CheckResult:
     name = f"pytest {' '.join(check.args)}"
     ws, box = run.ws, run.sandbox
-    argv = ["python3", "-I", f"{CHECKERS}/run_pytest.py", ws.agent_user, ws.workdir, "--"]
+    argv = ["python3", "-I", "-S", f"{CHECKERS}/run_pytest.py", ws.agent_user, ws.workdir, "--"]
     # pytest imports the agent's code: run_pytest.py (root) runs it in a child as the
     # agent's user, reading the tests for this check only, and takes one report from it;
     # what that code can still do in its own process is in docs/verification.md
@@ -581,12 +593,10 @@ async def _pytest(run: _Run, check: PytestCheck) -> CheckResult:
 SWEBENCH_PYTHON = "/opt/miniconda3/envs/testbed/bin/python"
 """Where SWE-bench's images keep the interpreter with the repo's dependencies."""
 _PATCHED = f"{ROOT}/patched"
-# run as the agent's user in the workdir: what the agent did to the kept files (and any
-# conftest.py it added) goes; the kept files come back as the test patch left them
+# run as the agent's user in the workdir: the files named go (the kept ones, and every
+# conftest.py, found by root), and the kept ones come back as the test patch left them
 _OVERLAY = (
-    'set -e; cd "$WORKDIR"; '
-    "find . -path ./.git -prune -o -name conftest.py -print0 | xargs -0 -r rm -f --; "
-    'for f in "$@"; do rm -rf -- "$f"; done; '
+    'set -euo pipefail; cd "$WORKDIR"; for f in "$@"; do rm -rf -- "$f"; done; '
     f'cp -R --preserve=mode,timestamps -- {_PATCHED}/. "$WORKDIR"/'
 )
 
@@ -611,8 +621,19 @@ async def _swebench(run: _Run, check: SweBenchCheck) -> list[CheckResult]:
     if not r.ok:
         tail = (r.stdout + r.stderr).strip()[-800:]
         return lists(f"the test patch does not apply to the repo as it was: {tail}", error=True)
+    # every conftest.py, found by root (a folder the agent made unreadable hides nothing;
+    # find follows no link), is removed by the agent's user with the kept files
+    wd = ws.workdir.rstrip("/")
+    found = await box.exec(
+        ["find", wd, "-path", f"{wd}/.git", "-prune", "-o", "-name", "conftest.py", "-print0"],
+        timeout=300,
+        max_output=MAX_REPORT,
+    )
+    if not found.ok or found.truncated:
+        return lists(f"the workdir's conftest.py files could not be listed: {found.stderr[-300:]}")
+    conftests = [p.decode()[len(wd) + 1 :] for p in found.stdout_bytes.split(b"\0") if p]
     r = await box.exec(
-        ["bash", "-c", _OVERLAY, "overlay", *check.test_files],
+        ["bash", "-c", _OVERLAY, "overlay", *check.kept(), *conftests],
         timeout=300,
         env={"WORKDIR": ws.workdir, "HOME": "/tmp"},
         user=ws.agent_user,
@@ -621,15 +642,11 @@ async def _swebench(run: _Run, check: SweBenchCheck) -> list[CheckResult]:
         await run.stop_agent()
         tail = (r.stdout + r.stderr).strip()[-500:]
         return lists(f"the test files could not be put back in the workdir: {tail}")
-    python = (
-        check.python
-        or (
-            await box.exec(f"test -x {SWEBENCH_PYTHON} && echo {SWEBENCH_PYTHON} || echo python3")
-        ).stdout.strip()
-    )
-    listed = [*check.fail_to_pass, *check.pass_to_pass]
-    files = sorted({test.split("::", 1)[0] for test in listed})
-    argv = [python, "-I", f"{CHECKERS}/run_pytest.py", "--repo", ws.agent_user, ws.workdir]
+    python, problem = await _interpreter(box, check.python, ws.workdir)
+    if python is None:
+        return lists(problem, error=True)
+    files = sorted({test.split("::", 1)[0] for test in check.listed()})
+    argv = [python, "-I", "-S", f"{CHECKERS}/run_pytest.py", "--repo", ws.agent_user, ws.workdir]
     try:
         r = await box.exec(
             [*argv, "--", *files, *check.args],
@@ -643,13 +660,13 @@ async def _swebench(run: _Run, check: SweBenchCheck) -> list[CheckResult]:
     if r.timed_out:  # the code under test hung: the agent failing
         return lists(f"the tests timed out after {check.timeout_s:g} s")
     lines = r.stdout_bytes.strip().splitlines()
-    found = load_json(lines[-1]) if lines and not r.truncated else None
-    if not isinstance(found, dict):
+    report = load_json(lines[-1]) if lines and not r.truncated else None
+    if not isinstance(report, dict):
         return lists(f"run_pytest crashed: {r.stderr[-500:]}", error=True)
-    outcomes = found.get("outcomes")
+    outcomes = report.get("outcomes")
     if not isinstance(outcomes, dict):  # killed, forged or withheld by the code under test
-        log = str(found.get("log", ""))[-1500:]
-        return lists(f"the tests gave no report (exit {found.get('exit')}): {log}")
+        log = str(report.get("log", ""))[-1500:]
+        return lists(f"the tests gave no report (exit {report.get('exit')}): {log}")
     took = time.monotonic() - started
     out = []
     for name, tests in (("FAIL_TO_PASS", check.fail_to_pass), ("PASS_TO_PASS", check.pass_to_pass)):
@@ -661,6 +678,32 @@ async def _swebench(run: _Run, check: SweBenchCheck) -> list[CheckResult]:
         one = _result(check, name, float(not bad), detail)
         out.append(one.model_copy(update={"tests": seen, "name": name, "duration_s": took}))
     return out
+
+
+async def _interpreter(box: Sandbox, given: str | None, workdir: str) -> tuple[str | None, str]:
+    """The interpreter the repo's tests run with, found by root (the image's ``PATH``), and
+    never one the agent could have written: neither its path nor where its links lead may
+    be in the workdir, ``/tmp``, ``/dev/shm`` or ``/agentenv``. ``None`` and why, else."""
+    wanted = [given] if given else [SWEBENCH_PYTHON, "python3"]
+    r = await box.exec(
+        [
+            "/bin/sh",
+            "-c",
+            'for p in "$@"; do q=$(command -v -- "$p") && printf "%s\\n" "$q" && '
+            'readlink -f -- "$q" && exit 0; done; exit 1',
+            "interpreter",
+            *wanted,
+        ],
+        timeout=60,
+    )
+    paths = r.stdout.splitlines()
+    if not r.ok or len(paths) != 2:
+        return None, f"no Python interpreter in the image: {' or '.join(wanted)}"
+    unsafe = [p.rstrip("/") for p in (workdir, "/tmp", "/dev/shm", ROOT)]
+    for path in paths:
+        if not path.startswith("/") or any(path == u or path.startswith(u + "/") for u in unsafe):
+            return None, f"the interpreter {path!r} is where the agent can write: not run"
+    return paths[0], ""
 
 
 async def _read_capped(sandbox: Sandbox, path: str, limit: int = MAX_REPORT) -> bytes | None:

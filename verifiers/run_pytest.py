@@ -1,10 +1,12 @@
 """Run the hidden tests: run_pytest.py UID:GID WORKDIR -- ARGS...
 Run a repo's own tests:  run_pytest.py --repo UID:GID WORKDIR -- ARGS...
 
-Started as root with ``python3 -I`` in the tests folder (with ``--repo``: in the workdir, by
-the interpreter that has the repo's dependencies). The tests import the agent's code,
-so pytest runs in a child that drops to the agent's user first; the agent's code shares that
-child's process, so the verdict is kept away from it as far as a process boundary allows:
+Started as root with ``python3 -I -S`` in the tests folder (with ``--repo``: in the workdir,
+by the interpreter that has the repo's dependencies, never one inside the workdir): no
+site-packages, no ``.pth`` file and no ``sitecustomize`` is read by this root process. The
+tests import the agent's code, so pytest runs in a child that drops to the agent's user
+first (and only then reads site-packages); the agent's code shares that child's process,
+so the verdict is kept away from it as far as a process boundary allows:
 
 - the child reports to this parent over a pipe, once, at the end of the session, with a
   nonce it read (and closed the pipe of) before any of the agent's code was imported; this
@@ -35,6 +37,7 @@ import json
 import os
 import select
 import sys
+import tempfile
 import time
 
 MAX_REPORT = 8 << 20
@@ -55,10 +58,12 @@ def skip_reason(report):
 class Reporter(object):
     """The child's pytest plugin: per-test outcomes, written once at the session's end."""
 
-    def __init__(self, report_fd, nonce, tests, workdir):
+    def __init__(self, report_fd, nonce, tests, workdir, repo):
         self.report_fd = report_fd
         self.tests = tests
         self.workdir = workdir
+        self.repo = repo
+        self.rootdir = tests
         self.nonce = nonce
         self.outcomes = {}
         self.reasons = {}
@@ -66,6 +71,7 @@ class Reporter(object):
         self.evaluate_skip_marks = None
 
     def pytest_configure(self, config):
+        self.rootdir = str(config.rootpath)
         try:  # taken now: a later patch of the module by the agent's code is not ours
             from _pytest.skipping import evaluate_skip_marks
 
@@ -90,8 +96,18 @@ class Reporter(object):
                 pass
         yield
 
+    def key(self, nodeid):
+        """A test's id. With ``--repo``, its file's path is made relative to the workdir,
+        whatever rootdir the repo's configuration chose: an ini file planted deeper down
+        moves the rootdir, and with it every node id, onto tests of its own."""
+        if not self.repo or not nodeid:
+            return nodeid
+        path, sep, rest = nodeid.partition("::")
+        real = os.path.relpath(os.path.join(self.rootdir, path), self.workdir)
+        return real + sep + rest
+
     def pytest_collectreport(self, report):
-        where = report.nodeid or "collection"
+        where = self.key(report.nodeid) or "collection"
         if report.failed:
             self.outcomes[where] = "error"
         elif report.skipped:  # a module that skipped itself (the agent's code can do that)
@@ -99,7 +115,8 @@ class Reporter(object):
             self.reasons[where] = skip_reason(report)
 
     def pytest_runtest_logreport(self, report):
-        before = self.outcomes.get(report.nodeid)
+        nodeid = self.key(report.nodeid)
+        before = self.outcomes.get(nodeid)
         if report.failed:
             now = "failed" if report.when == "call" else "error"
         elif report.skipped:
@@ -114,9 +131,9 @@ class Reporter(object):
         else:
             return
         if before in (None, "passed"):
-            self.outcomes[report.nodeid] = now
+            self.outcomes[nodeid] = now
             if now in ("skipped", "skipped-run", "xfailed"):
-                self.reasons[report.nodeid] = skip_reason(report)
+                self.reasons[nodeid] = skip_reason(report)
 
     def pytest_sessionfinish(self, session, exitstatus):
         found = {"nonce": self.nonce, "outcomes": self.outcomes, "reasons": self.reasons}
@@ -140,6 +157,16 @@ def child(user, workdir, args, report_fd, nonce_fd, log_fd, repo):
     os.setgid(int(gid or uid))
     os.setuid(int(uid))
     os.environ["HOME"] = "/tmp"
+    # bytecode is read and written in a folder of our own: a .pyc planted in a __pycache__
+    # next to a restored file (a conftest.py, whose size and mtime the agent knows) would be
+    # run in its place
+    sys.pycache_prefix = tempfile.mkdtemp(prefix="agentenv-pycache-")
+    # site-packages, and its .pth files, are read only now, as the agent's user: this root
+    # parent was started with -S, since an editable install puts the workdir on sys.path,
+    # where the agent can leave a sitecustomize.py
+    import site
+
+    site.main()
     tests = os.getcwd()  # pytest's invocation directory: args are relative to the tests
     here = os.path.dirname(os.path.abspath(__file__))
     if repo:  # the repo's own tests, configuration and conftests, rooted where it says
@@ -161,7 +188,7 @@ def child(user, workdir, args, report_fd, nonce_fd, log_fd, repo):
     # a wrapper round every other implementation, so it sees the test before a marker
     # skips it (marked on the class's function: a bound method takes no attributes)
     Reporter.pytest_runtest_setup = pytest.hookimpl(hookwrapper=True)(Reporter.runtest_setup)
-    reporter = Reporter(report_fd, nonce, tests, workdir)
+    reporter = Reporter(report_fd, nonce, tests, workdir, repo)
     return int(pytest.main(argv, plugins=[reporter]))
 
 

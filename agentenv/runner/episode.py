@@ -48,7 +48,7 @@ from agentenv.sandbox import (
     remove_snapshot,
 )
 from agentenv.sandbox.errors import ArchiveTooLarge, EngineUnavailable, SandboxUnavailable
-from agentenv.sandbox.images import dockerfile_image
+from agentenv.sandbox.images import BASE_IMAGE, dockerfile_image
 from agentenv.tasks import Task
 from agentenv.verify import CHECKER_CAPS, ROOT, CheckResult, HarborCheck, Score, Workspace, verify
 
@@ -260,7 +260,11 @@ async def prepare(
     user = _ROOT if task.user == "root" else task.user
     folder = workspace if workspace is not None else task.workspace
     backend = backend or default_backend()
-    if not task.setup and not share and dockerfile is None:
+    # without a workspace folder, an image of the task's own keeps the workdir's files (a
+    # SWE-bench image's repo): they are read from a container of it, since the agent's
+    # bounded workdir is a fresh volume that starts empty
+    from_image = folder is None and task.read_only and task.image != BASE_IMAGE
+    if not task.setup and not share and dockerfile is None and not from_image:
         archive = workspace_tar(folder, user)
         return Prepared(task=task, image=task.image, backend=backend, workspace=archive)
     spec = SandboxSpec(

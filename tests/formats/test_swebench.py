@@ -17,7 +17,7 @@ from agentenv.agent.policies import oracle
 from agentenv.errors import TaskError
 from agentenv.runner.episode import run_task
 from agentenv.runner.policy import Policies
-from agentenv.sandbox.images import BASE_IMAGE
+from agentenv.sandbox.images import BASE_IMAGE, dockerfile_image
 from agentenv.swebench import materialize
 from agentenv.tasks import Task, load_task, load_tasks
 
@@ -126,7 +126,13 @@ def instance(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     _git(repo, "reset", "-q")
     _git(repo, "checkout", "-q", "--", ".")
     _git(repo, "clean", "-fdq")
-    (root / "context" / "Dockerfile").write_text(f"FROM {BASE_IMAGE}\nCOPY repo /testbed\n")
+    # the repo on sys.path through a .pth file, as an editable install puts it, and no
+    # sitecustomize of Debian's in front of it (a conda Python, as SWE-bench's, has none)
+    (root / "context" / "Dockerfile").write_text(
+        f"FROM {BASE_IMAGE}\nCOPY repo /testbed\n"
+        "RUN echo /testbed/src > /usr/lib/python3/dist-packages/ranges-editable.pth"
+        " && rm -f /usr/lib/python3*/sitecustomize.py /etc/python3*/sitecustomize.py\n"
+    )
     return {
         "instance_id": "acme__ranges-1",
         "repo": "acme/ranges",
@@ -182,6 +188,27 @@ async def test_no_change_fails_the_fail_to_pass_tests_only(task: Task) -> None:
     assert p2p.passed and p2p.detail == "1/1 passed"  # type: ignore[attr-defined]
 
 
+async def test_an_instance_naming_its_image_gets_the_repo_from_it(
+    instance: dict[str, object], task: Task, tmp_path: Path
+) -> None:
+    # SWE-bench's own way: an image holding the repo, no Dockerfile. The agent's workdir is
+    # the image's (its bounded volume starts empty, so it is read from a container first)
+    assert task.folder is not None and task.dockerfile is not None
+    built = dockerfile_image(task.image, task.folder / task.dockerfile, task.id)
+    await _episode(task, Policies("oracle").for_task(task))  # builds it, if not yet
+    plain = {k: v for k, v in instance.items() if k != "dockerfile"}
+    [folder] = materialize(
+        instances_file(tmp_path, {**plain, "image": built}, name="by-image.jsonl"),
+        into=tmp_path / "by-image",
+    )
+    by_image = load_task(folder)
+    assert by_image.image == built and by_image.dockerfile is None
+    reward, checks = await _episode(by_image, Policies("oracle").for_task(by_image))
+    assert reward == 1.0, checks
+    reward, _ = await _episode(by_image, Policies("null").for_task(by_image))
+    assert reward == 0.0
+
+
 def _agent(script: str) -> object:
     return oracle("#!/bin/bash\nset -e\n" + textwrap.dedent(script))
 
@@ -215,6 +242,67 @@ ATTACKS = {
     "breaks span": """\
         git -c safe.directory='*' apply "$SOLUTION_DIR/gold.patch" 2>/dev/null || true
         sed -i 's/return max(xs) - min(xs)/return 0/' src/ranges/__init__.py
+        """,
+    # an ini file deeper than the repo's own moves pytest's rootdir (and every test id) onto
+    # passing tests of its own, with the real ones collected under other ids
+    "rootdir shift": """\
+        printf '[pytest]\\naddopts = --import-mode=importlib tests/tests\\n' > tests/pytest.ini
+        mkdir -p tests/tests
+        printf 'def test_clamp():\\n    pass\\ndef test_span():\\n    pass\\n' \\
+            > tests/tests/test_ranges.py
+        cat > tests/tests/test_edges.py <<'EOF'
+        import pytest
+        @pytest.mark.parametrize("x", [1, 2], ids=["below lo", "above[hi]"])
+        def test_edges(x):
+            pass
+        EOF
+        """,
+    # bytecode for the conftest.py that will be restored (its size and mtime are known):
+    # pytest would run the planted .pyc in its place, a hook forging every report
+    "planted conftest bytecode": """\
+        cat > /tmp/forge.py <<'EOF'
+        import pytest
+        @pytest.fixture
+        def bounds():
+            return (0, 10)
+        @pytest.hookimpl(hookwrapper=True)
+        def pytest_runtest_makereport(item, call):
+            out = yield
+            out.get_result().outcome = "passed"
+        EOF
+        python3 - <<'EOF'
+        import importlib.util, marshal, os, sys
+        import _pytest, _pytest.assertion.rewrite as rw
+        src = "tests/conftest.py"
+        st = os.stat(src)
+        tree = rw.ast.parse(open("/tmp/forge.py", "rb").read())
+        code = compile(tree, os.path.abspath(src), "exec")
+        tag = sys.implementation.cache_tag + "-pytest-" + _pytest.__version__
+        os.makedirs("tests/__pycache__", exist_ok=True)
+        with open("tests/__pycache__/conftest.%s.pyc" % tag, "wb") as f:
+            f.write(importlib.util.MAGIC_NUMBER + b"\\0\\0\\0\\0")
+            f.write((int(st.st_mtime) & 0xFFFFFFFF).to_bytes(4, "little"))
+            f.write((st.st_size & 0xFFFFFFFF).to_bytes(4, "little"))
+            f.write(marshal.dumps(code))
+        EOF
+        """,
+    # a sitecustomize.py where an editable install puts the repo on sys.path: it would run
+    # in the root process that reads pytest's report, and rewrite it
+    "sitecustomize": """\
+        cat > src/sitecustomize.py <<'EOF'
+        import json, os, sys
+        if os.getuid() == 0:
+            write = sys.stdout.write
+            def forged(s):
+                try:
+                    d = json.loads(s)
+                    d["outcomes"] = {k: "passed" for k in d["outcomes"]}
+                    s = json.dumps(d)
+                except Exception:
+                    pass
+                return write(s)
+            sys.stdout.write = forged
+        EOF
         """,
     # a folder where a test file goes, left so that its own user cannot replace it
     "unwritable tests": """\
@@ -258,6 +346,10 @@ def test_bad_instances_name_the_line_and_field(
         ({"base_commit": None}, r"i.jsonl:2: base_commit: missing"),
         ({"instance_id": "a/b"}, r"i.jsonl:2: instance_id: 'a/b'"),
         ({"dockerfile": "nope/Dockerfile"}, r"i.jsonl:2: dockerfile: .*nope/Dockerfile not found"),
+        ({"instance_id": "x\n"}, r"i.jsonl:2: instance_id: 'x\\n'"),
+        ({"timeout_s": float("inf")}, r"i.jsonl:2: timeout_s: inf is not a timeout"),
+        ({"PASS_TO_PASS": ["-p::x"]}, r"i.jsonl:2: PASS_TO_PASS: '-p::x' would reach pytest"),
+        ({"repo": "acme/\ud800"}, r"i.jsonl:2: repo: holds a lone surrogate"),
     ]
     for change, message in cases:
         other = {**instance, "instance_id": "acme__ranges-2", **change}
