@@ -60,6 +60,7 @@ from agentenv.runner.repos import (
     git,
     ref_format_problem,
 )
+from agentenv.sandbox import FileTooLarge
 from agentenv.sandbox.images import BASE_IMAGE
 from agentenv.tasks import Task
 from agentenv.verify import CommandCheck, Score
@@ -67,6 +68,7 @@ from agentenv.verify import CommandCheck, Score
 log = get_logger(__name__)
 REPORT = "report.jsonl"
 PATCH_FILE = "/tmp/agentenv-change.patch"  # in the sandbox, outside the repo
+MAX_PATCH = 512 << 20  # bytes of a change taken into the runner: past it, the repo errs
 # caches that running code leaves behind; never part of a patch
 JUNK = "':(exclude,glob)**/__pycache__/**' ':(exclude,glob)**/.pytest_cache/**'"
 WORKDIR = "/workspace"
@@ -415,7 +417,10 @@ async def _fill(
         )
         if not diff.ok:
             raise RepoError(f"could not collect the change: {diff.stderr.strip()[-500:]}")
-        patch = await box.read_file(PATCH_FILE)
+        try:  # bounded: a process the agent left can swap the file for a huge one
+            patch = await box.read_file(PATCH_FILE, max_bytes=MAX_PATCH)
+        except FileTooLarge as e:
+            raise RepoError(f"the change is too large to keep: {e}") from e
     if patch.strip():  # kept even when the codemod failed: it shows how far it got
         result.patch = f"patches/{entry.slug}.patch"
         write_atomic(out / result.patch, patch)

@@ -22,7 +22,8 @@ from agentenv.sandbox.protocol import ExecResult, OutputCallback
 # How long past a command's own timeout we wait for the executor before suspecting it.
 _EXEC_GRACE_S = 15.0
 _MAX_IDLE = 4
-_FILE_GUARD_S = 300.0  # a file transfer that takes longer means the executor is stuck
+FILE_GUARD_S = 300.0
+"""A file transfer that takes longer is stuck (an executor, or a FIFO swapped in)."""
 
 StartExecutor = Callable[[], Awaitable[ExecutorChannel]]
 ExplainFailure = Callable[[BaseException], Awaitable[SandboxError]]
@@ -116,7 +117,7 @@ class Executors:
         past what one reply may carry), checked in the sandbox before anything is sent."""
         limit = MAX_PAYLOAD if max_bytes is None else min(max_bytes, MAX_PAYLOAD)
         async with self._channel() as channel:
-            with anyio.move_on_after(_FILE_GUARD_S):
+            with anyio.move_on_after(FILE_GUARD_S):
                 try:
                     _, data = await channel.request(
                         {"op": "read", "path": path, "max_bytes": limit}
@@ -130,7 +131,7 @@ class Executors:
     async def write_file(self, path: str, data: bytes, mode: int | None) -> None:
         """Create or replace a file by an executor (see :meth:`Sandbox.write_file`)."""
         async with self._channel() as channel:
-            with anyio.move_on_after(_FILE_GUARD_S):
+            with anyio.move_on_after(FILE_GUARD_S):
                 await channel.request({"op": "write", "path": path, "mode": mode}, data)
                 return
             raise await self._explain(TimeoutError(f"write_file({path!r}) got no answer"))

@@ -47,7 +47,7 @@ from agentenv.sandbox.errors import (
     SandboxPaused,
     SandboxUnavailable,
 )
-from agentenv.sandbox.executors import Executors, check_exec_args
+from agentenv.sandbox.executors import FILE_GUARD_S, Executors, check_exec_args
 from agentenv.sandbox.files import numeric_owner, raise_file_error, tmpfs_owner, write_tar
 from agentenv.sandbox.labels import OWNER, SNAPSHOT_REPOSITORY, labels_for
 from agentenv.sandbox.protocol import DEFAULT_MAX_OUTPUT, ExecResult, OutputCallback, Snapshot
@@ -365,11 +365,22 @@ class DockerSandbox:
         if self.exec_mode == "fast":
             return await self._executors.read_file(path, max_bytes)
         limit = "" if max_bytes is None else str(max_bytes)
+        # read at most one byte past the limit: the file may have grown (or been swapped
+        # for a link to a bigger one) since its size was taken
         result = await self.exec(
             ["/bin/sh", "-c", _READ, "agentenv-read", path, limit],
-            timeout=None,
-            max_output=1 << 62,
+            timeout=FILE_GUARD_S,
+            max_output=1 << 62 if max_bytes is None else max_bytes + 1,
         )
+        if result.timed_out:
+            raise SandboxError(f"reading {path} took over {FILE_GUARD_S:g} s (a FIFO?)")
+        if max_bytes is not None and len(result.stdout_bytes) > max_bytes:
+            raise FileTooLarge(
+                f"{path} is larger than {max_bytes} bytes (it grew while read)",
+                path=path,
+                size=len(result.stdout_bytes),
+                limit=max_bytes,
+            )
         if result.exit_code == _TOO_LARGE:
             size = result.stderr.strip()
             raise FileTooLarge(
@@ -390,8 +401,12 @@ class DockerSandbox:
             return
         wanted = "" if mode is None else f"{mode:o}"
         result = await self.exec(
-            ["/bin/sh", "-c", _WRITE, "agentenv-write", path, wanted], stdin=data, timeout=None
+            ["/bin/sh", "-c", _WRITE, "agentenv-write", path, wanted],
+            stdin=data,
+            timeout=FILE_GUARD_S,
         )
+        if result.timed_out:
+            raise SandboxError(f"writing {path} took over {FILE_GUARD_S:g} s (a FIFO?)")
         raise_file_error(result, path, _FILE_ERRNO)
 
     async def upload(self, src: Path, dest: str) -> None:
@@ -659,6 +674,7 @@ if [ ! -r "$p" ]; then exit 6; fi
 if [ -n "$2" ]; then
   n=$(wc -c < "$p") || exit 6
   if [ "$n" -gt "$2" ]; then echo "$n" >&2; exit 7; fi
+  exec head -c "$(($2 + 1))" -- "$p"
 fi
 exec cat -- "$p"
 """
