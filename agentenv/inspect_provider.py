@@ -197,17 +197,23 @@ class AgentenvSandboxEnvironment(SandboxEnvironment):
 
     @classmethod
     async def cli_cleanup(cls, id: str | None) -> None:
-        """``inspect sandbox cleanup agentenv [ID]``: remove that sandbox (one of agentenv's),
-        or, without an ID, what ``agentenv gc`` removes (sandboxes whose process is gone)."""
+        """``inspect sandbox cleanup agentenv [ID]``: remove that sandbox (one of agentenv's:
+        its id, or an unambiguous prefix of at least 6 characters), or, without an ID, what
+        ``agentenv gc`` removes (sandboxes whose process is gone). Raises ``ValueError``
+        for an ID that names no sandbox or several."""
         backend = get_backend()
 
         def clean() -> None:
             if id is None:
                 collect(backend)
                 return
-            for row in backend.leftovers():
-                if row.kind == "sandbox" and row.id.startswith(id):
-                    backend.remove(row)
+            if len(id) < 6:
+                raise ValueError(f"sandbox id {id!r}: give at least 6 characters of it")
+            rows = [r for r in backend.leftovers() if r.kind == "sandbox" and r.id.startswith(id)]
+            if len(rows) != 1:
+                found = "no agentenv sandbox" if not rows else f"{len(rows)} sandboxes"
+                raise ValueError(f"sandbox id {id!r} names {found}")
+            backend.remove(rows[0])
 
         await anyio.to_thread.run_sync(clean)
 

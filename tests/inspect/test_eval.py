@@ -20,7 +20,7 @@ from inspect_ai.solver import Generate, TaskState, solver
 from inspect_ai.util import sandbox
 
 from agentenv.inspect_provider import LABEL_TASK, AgentenvSandboxEnvironment, spec_for
-from agentenv.sandbox import SandboxSpec
+from agentenv.sandbox import SandboxSpec, create, get_backend
 from agentenv.sandbox.images import BASE_IMAGE
 
 
@@ -117,3 +117,18 @@ def test_the_readme_example_runs_through_inspects_command_line(tmp_path: Path) -
     assert log.status == "success" and log.results is not None
     assert log.results.scores[0].metrics["accuracy"].value == 1.0
     assert log.samples is not None and len(log.samples) == 3
+
+
+@pytest.mark.anyio
+async def test_cleanup_by_id_takes_one_unambiguous_sandbox() -> None:
+    box = await create(SandboxSpec())
+    try:
+        with pytest.raises(ValueError, match="at least 6 characters"):
+            await AgentenvSandboxEnvironment.cli_cleanup(box.id[:3])
+        with pytest.raises(ValueError, match="names no agentenv sandbox"):
+            await AgentenvSandboxEnvironment.cli_cleanup("0" * 64)
+        await AgentenvSandboxEnvironment.cli_cleanup(box.id[:12])
+        ids = {row.id for row in get_backend().leftovers() if row.kind == "sandbox"}
+        assert box.id not in ids
+    finally:
+        await box.close()
