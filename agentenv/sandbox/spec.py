@@ -124,8 +124,9 @@ class SandboxSpec(BaseModel):
     read_only: bool = Field(
         False,
         description="read-only root filesystem; the workdir is then a fresh volume of at most "
-        "`disk` bytes (filled from the image's workdir) and /tmp a tmpfs: the only writable "
-        "places, both bounded. Snapshots of such a sandbox keep neither (use the workdir's tar)",
+        "`disk` bytes and /tmp a tmpfs: the only writable places, both bounded. Whether the "
+        "workdir starts with the image's files is the backend's (Docker: empty; Podman: "
+        "copied): upload what it must hold. Snapshots keep neither (use the workdir's tar)",
     )
     disk: int = Field(
         2 << 30, description="bytes the workdir volume may hold when read_only (accepts '2g')"

@@ -599,8 +599,9 @@ async def _create_container(engine: Engine, spec: SandboxSpec, image: str) -> st
     tmpfs: dict[str, str] = {}
     if spec.read_only:
         # The only writable places, both bounded: the workdir, a tmpfs-backed volume that
-        # the engine fills from the image's workdir and that `docker cp` (upload, download)
-        # reaches, and /tmp. Counted against the memory limit, as tmpfs is.
+        # `docker cp` (upload, download) reaches, and /tmp. Counted against the memory limit,
+        # as tmpfs is. The volume starts empty: the engine copies the image's folder into it
+        # at create, with the tmpfs mounted only for that, so the copy is gone at start.
         owner = tmpfs_owner(spec.user)
         for target in (spec.workdir, *spec.scratch):
             mounts.append(

@@ -482,7 +482,7 @@ def _create_args(spec: SandboxSpec, image: str) -> list[str]:
     if "runtime" in spec.options:
         args += ["--runtime", spec.options["runtime"]]
     if spec.read_only:
-        # Podman's tmpfs mounts copy the image's folder in (as Docker's tmpfs volumes do)
+        # Podman's tmpfs mounts copy the image's folder in (Docker's tmpfs volumes start empty)
         args += ["--read-only", "--read-only-tmpfs=false"]
         args += ["--tmpfs", f"/tmp:rw,exec,nosuid,nodev,size={spec.tmp_size},mode=1777"]
         for target in (spec.workdir, *spec.scratch):
