@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import docker
@@ -67,7 +68,11 @@ def test_an_inspect_eval_runs_in_agentenv_sandboxes(tmp_path: Path) -> None:
         output.usage = ModelUsage(input_tokens=1, output_tokens=1, total_tokens=2)
         outputs.append(output)
     model = get_model("mockllm/model", custom_outputs=outputs)
-    [log] = inspect_eval(task, model=model, log_dir=str(tmp_path), display="none")
+    # in a thread of its own: Inspect runs its own event loop, and a higher-scoped async
+    # fixture of another test module (the security battery's) may hold one in this thread
+    with ThreadPoolExecutor(1) as thread:
+        run = thread.submit(inspect_eval, task, model=model, log_dir=str(tmp_path), display="none")
+        [log] = run.result()
     assert log.status == "success", log.error
     assert log.results is not None
     assert log.results.scores[0].metrics["accuracy"].value == 1.0
