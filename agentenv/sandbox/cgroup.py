@@ -1,24 +1,34 @@
-"""Reading a container's cgroup counters straight from the host's cgroup filesystem.
+"""A container's cgroup straight from the host's cgroup filesystem: its CPU counter, and its
+freezer (pause and resume without the engine in the path: issue 14's direct path, measured
+by ``bench/freeze.py``; not yet what ``Sandbox.pause`` uses).
 
-Only possible when the engine runs on this machine and we may read /sys/fs/cgroup; callers
+Only possible when the engine runs on this machine and we may use /sys/fs/cgroup; callers
 fall back to the engine's API otherwise."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+
+import anyio
 
 _ROOT = Path("/sys/fs/cgroup")
 
 
-def _candidates(container_id: str, root: Path) -> list[tuple[Path, str]]:
-    """(file, format) pairs for Docker's and Podman's cgroupfs and systemd drivers, cgroup
-    v1 and v2."""
-    places = (
+def _places(container_id: str) -> tuple[str, ...]:
+    """Where Docker's and Podman's cgroupfs and systemd drivers put a container's cgroup."""
+    return (
         f"docker/{container_id}",
         f"system.slice/docker-{container_id}.scope",
         f"libpod_parent/libpod-{container_id}",
         f"machine.slice/libpod-{container_id}.scope",
     )
+
+
+def _candidates(container_id: str, root: Path) -> list[tuple[Path, str]]:
+    """(file, format) pairs for Docker's and Podman's cgroupfs and systemd drivers, cgroup
+    v1 and v2."""
+    places = _places(container_id)
     v1 = [root / c / p / "cpuacct.usage" for c in ("cpuacct", "cpu,cpuacct") for p in places]
     v2 = [root / p / "cpu.stat" for p in places]
     return [(f, "v1") for f in v1] + [(f, "v2") for f in v2]
@@ -38,3 +48,44 @@ def cpu_usage_ns(container_id: str, root: Path = _ROOT) -> int | None:
             if key == "usage_usec":
                 return int(value) * 1000
     return None
+
+
+def freezer(container_id: str, root: Path = _ROOT) -> Path | None:
+    """The file that freezes the container's cgroup without the engine: cgroup v1's
+    ``freezer.state`` or v2's ``cgroup.freeze``, for Docker's and Podman's cgroupfs and
+    systemd drivers; ``None`` when there is none we may write here (a remote engine, a
+    read-only /sys/fs/cgroup)."""
+    for place in _places(container_id):
+        for path in (root / "freezer" / place / "freezer.state", root / place / "cgroup.freeze"):
+            if path.is_file() and os.access(path, os.W_OK):
+                return path
+    return None
+
+
+def is_frozen(path: Path) -> bool:
+    """Whether the cgroup of :func:`freezer`'s ``path`` is frozen (all its tasks stopped)."""
+    if path.name == "freezer.state":
+        return path.read_text().strip() == "FROZEN"
+    for line in (path.parent / "cgroup.events").read_text().splitlines():
+        key, _, value = line.partition(" ")
+        if key == "frozen":
+            return value.strip() == "1"
+    return False
+
+
+async def set_frozen(path: Path, frozen: bool, *, timeout_s: float = 5.0) -> None:
+    """Freeze (or thaw) the cgroup of :func:`freezer`'s ``path`` and wait until every task
+    in it is; raises ``TimeoutError`` past ``timeout_s`` (a task in uninterruptible sleep
+    can hold a freeze back), leaving the cgroup asked to thaw in that case. The engine is
+    not told: its idea of the container's state stays "running"."""
+    v1 = path.name == "freezer.state"
+    path.write_text(("FROZEN" if frozen else "THAWED") if v1 else ("1" if frozen else "0"))
+    delay, waited = 0.0002, 0.0
+    while is_frozen(path) != frozen:
+        if waited > timeout_s:
+            if frozen:
+                path.write_text("THAWED" if v1 else "0")
+            raise TimeoutError(f"{path}: not {'frozen' if frozen else 'thawed'} in {timeout_s} s")
+        await anyio.sleep(delay)
+        waited += delay
+        delay = min(delay * 2, 0.01)
