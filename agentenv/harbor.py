@@ -29,6 +29,7 @@ from typing import Any
 from agentenv.agent.trajectory import Limits
 from agentenv.errors import TaskError
 from agentenv.sandbox import ArchiveTooLarge, Sandbox
+from agentenv.sandbox.spec import parse_size
 from agentenv.verify import CheckResult, HarborCheck, Score
 
 SCHEMA_VERSIONS = ("1.0", "1.1")
@@ -36,8 +37,6 @@ MAX_REWARD_FILE = 1 << 20
 TESTS = "/tests"
 LOGS = "/logs/verifier"
 _MIB = 1 << 20
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)i?B?\s*$", re.IGNORECASE)
-_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
 
 def is_harbor(raw: dict[str, Any], folder: Path) -> bool:
@@ -143,10 +142,12 @@ def _size(env: dict[str, Any], key: str, mb_key: str, spec_file: Path) -> int | 
         return int(float(env[mb_key]) * _MIB)
     if key not in env:
         return None
-    match = _SIZE.match(str(env[key]))
-    if not match:
-        raise TaskError(f"{spec_file}: environment.{key}: {env[key]!r} is not a size like '4G'")
-    return int(float(match.group(1)) * _UNITS[match.group(2).upper()])
+    try:
+        return parse_size(str(env[key]))
+    except ValueError as e:
+        raise TaskError(
+            f"{spec_file}: environment.{key}: {env[key]!r} is not a size like '4G'"
+        ) from e
 
 
 def _workdir(dockerfile: Path) -> str:

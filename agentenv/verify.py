@@ -50,7 +50,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from agentenv._resources import checkers_dir
 from agentenv.archive import Archive
 from agentenv.sandbox.errors import SandboxError, SandboxUnavailable
-from agentenv.sandbox.protocol import Sandbox
+from agentenv.sandbox.protocol import ExecResult, Sandbox
 
 ROOT = "/agentenv"  # hidden tests, checkers and their output; never visible during the episode
 TESTS = f"{ROOT}/tests"
@@ -553,17 +553,10 @@ async def _pytest(run: _Run, check: PytestCheck) -> CheckResult:
         await _run(box, f"chmod -R go-rwx {TESTS}", timeout=60)
     if r.timed_out:  # the code under test hung: the agent failing
         return _result(check, name, 0.0, f"timed out after {check.timeout_s:g} s")
-    lines = r.stdout_bytes.strip().splitlines()
-    found = load_json(lines[-1]) if lines and not r.truncated else None
-    if not isinstance(found, dict):
-        return _result(check, name, 0.0, f"run_pytest crashed: {r.stderr[-500:]}", error=True)
-    outcomes, log = found.get("outcomes"), str(found.get("log", ""))[-1500:]
-    if not isinstance(outcomes, dict):
-        # pytest and our runner are ours; the code under test killed the run (os._exit, a
-        # signal) or forged, doubled or withheld the report: the agent failing, graded 0
-        return _result(
-            check, name, 0.0, f"the tests gave no report (exit {found.get('exit')}): {log}"
-        )
+    found, problem, crashed = _pytest_report(r)
+    if found is None:
+        return _result(check, name, 0.0, problem, error=crashed)
+    outcomes, log = found["outcomes"], str(found.get("log", ""))[-1500:]
     if not outcomes:
         return _result(check, name, 0.0, f"no tests were collected: {log}", error=True)
     found_reasons = found.get("reasons")
@@ -659,14 +652,10 @@ async def _swebench(run: _Run, check: SweBenchCheck) -> list[CheckResult]:
         await run.stop_agent()
     if r.timed_out:  # the code under test hung: the agent failing
         return lists(f"the tests timed out after {check.timeout_s:g} s")
-    lines = r.stdout_bytes.strip().splitlines()
-    report = load_json(lines[-1]) if lines and not r.truncated else None
-    if not isinstance(report, dict):
-        return lists(f"run_pytest crashed: {r.stderr[-500:]}", error=True)
-    outcomes = report.get("outcomes")
-    if not isinstance(outcomes, dict):  # killed, forged or withheld by the code under test
-        log = str(report.get("log", ""))[-1500:]
-        return lists(f"the tests gave no report (exit {report.get('exit')}): {log}")
+    report, problem, crashed = _pytest_report(r)
+    if report is None:
+        return lists(problem, error=crashed)
+    outcomes = report["outcomes"]
     took = time.monotonic() - started
     out = []
     for name, tests in (("FAIL_TO_PASS", check.fail_to_pass), ("PASS_TO_PASS", check.pass_to_pass)):
@@ -678,6 +667,21 @@ async def _swebench(run: _Run, check: SweBenchCheck) -> list[CheckResult]:
         one = _result(check, name, float(not bad), detail)
         out.append(one.model_copy(update={"tests": seen, "name": name, "duration_s": took}))
     return out
+
+
+def _pytest_report(r: ExecResult) -> tuple[dict[str, Any] | None, str, bool]:
+    """run_pytest's report from its last line of output, whose ``outcomes`` is a dict;
+    else ``None``, why, and whether that is our runner crashing (a verifier error) rather
+    than the code under test killing the run (``os._exit``, a signal) or forging, doubling
+    or withholding the report (the agent failing, graded 0)."""
+    lines = r.stdout_bytes.strip().splitlines()
+    found = load_json(lines[-1]) if lines and not r.truncated else None
+    if not isinstance(found, dict):
+        return None, f"run_pytest crashed: {r.stderr[-500:]}", True
+    if not isinstance(found.get("outcomes"), dict):
+        log = str(found.get("log", ""))[-1500:]
+        return None, f"the tests gave no report (exit {found.get('exit')}): {log}", False
+    return found, "", False
 
 
 async def _interpreter(box: Sandbox, given: str | None, workdir: str) -> tuple[str | None, str]:
