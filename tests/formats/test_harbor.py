@@ -223,11 +223,32 @@ def test_workdir_takes_the_dockerfiles_env_and_arg_values(tmp_path: Path) -> Non
 
 
 async def test_a_fork_bomb_the_agent_left_is_its_zero_not_a_crash(tmp_path: Path) -> None:
-    # the right answer, and a process that takes every pid the sandbox may have: test.sh
-    # cannot start (or its commands cannot), and the episode is graded 0, not an error
-    # (the sandbox is alive; what runs in it is the agent's)
+    # the right answer, and processes that take every pid the sandbox may have and keep
+    # retaking any that frees up: test.sh cannot start (or its commands cannot), and the
+    # episode is graded 0, not an error (the sandbox is alive; what runs in it is the
+    # agent's). A classic `f | f &` bomb is not used: its processes exit as fast as they
+    # start, so whether test.sh gets a pid is a race and the grade with it.
+    hold = (
+        "import os, time\n"
+        "held = 0\n"
+        "while True:\n"
+        "    try:\n"
+        "        if os.fork() == 0:\n"
+        "            os.execv('/bin/sleep', ['sleep', '3600'])\n"
+        "        held += 1\n"
+        "    except OSError:\n"
+        "        if held and not os.path.exists('/tmp/full'):\n"
+        "            open('/tmp/full', 'w').close()\n"
+        "        time.sleep(0.01)\n"
+    )
     solve = (
-        "echo hello > /app/out.txt\nnohup bash -c 'f(){ f | f & }; f' >/dev/null 2>&1 &\nsleep 3\n"
+        "echo hello > /app/out.txt\n"
+        f"cat > /tmp/hold.py <<'EOF'\n{hold}EOF\n"
+        "nohup python3 /tmp/hold.py >/dev/null 2>&1 &\n"
+        # bash builtins only from here: no fork is needed to wait for the pids to run out
+        "while [ ! -e /tmp/full ]; do :; done\n"
     )
     reward, checks = await _run(harbor_task(tmp_path, "bomb", test=NUMERIC, solve=solve))
     assert reward == 0.0, checks
+    # graded 0 because the pids ran out, not by some other failure
+    assert "Resource temporarily unavailable" in " ".join(checks), checks
