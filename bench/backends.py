@@ -4,11 +4,13 @@ measured in one run, printed as Podman over Docker.
 Per backend, interleaved round by round so that a noisy neighbour hurts both alike:
 - **create**: ``create(spec)`` to a sandbox whose first ``exec`` answered, then ``close``;
 - **exec**: round trip of ``exec(["true"])`` through the in-sandbox executor;
-- **pause** and **resume**: one each, on a sandbox at rest;
+- **pause** and **resume**: one each, on a sandbox at rest, the default way (the cgroup
+  freezer written from this host) and the engine's (``SandboxSpec.freezer="engine"``);
 - **download**: a 10 MB workdir, read as a tar while frozen (how ``finish`` reads it).
 
-Podman's figures are what its design costs: every engine call (create, pause, resume, copy)
-starts the ``podman`` binary, where Docker's are HTTP requests to a running daemon.
+Podman's figures are what its design costs: every engine call (create, the engine's pause
+and resume, copy) starts the ``podman`` binary, where Docker's are HTTP requests to a
+running daemon.
 
 Usage: ``.venv/bin/python bench/backends.py [--rounds N]`` (needs both engines: run
 ``AGENTENV_WITH_PODMAN=1 bash scripts/setup.sh`` first).
@@ -67,6 +69,12 @@ async def main(rounds: int) -> None:
                     await timed(functools.partial(box.download, "/workspace"))
                 )
                 f.setdefault("resume", []).append(await timed(box.resume))
+                # the engine's own pause, which the direct freezer replaced (the bench's own
+                # knob: a spec is otherwise fixed for a sandbox's life)
+                box.spec = box.spec.model_copy(update={"freezer": "engine"})
+                f.setdefault("pause (engine)", []).append(await timed(box.pause))
+                f.setdefault("resume (engine)", []).append(await timed(box.resume))
+                box.spec = box.spec.model_copy(update={"freezer": "auto"})
         for _ in range(max(3, rounds // 4)):
             for backend in BACKENDS:
                 figures[backend].setdefault("create → first exec", []).append(

@@ -1,18 +1,22 @@
 """Pause and resume with and without the engine in the path (issue 14), in one run.
 
-- **engine**: ``Sandbox.pause``/``resume`` as they are: dockerd → containerd → shim → a
-  fresh ``runc`` process per call, which the engine serialises.
-- **direct**: the container's cgroup freezer written by this process
-  (:func:`agentenv.sandbox.cgroup.set_frozen`: v1 ``freezer.state``, v2 ``cgroup.freeze``),
-  waiting until every task is frozen. Not yet what ``Sandbox.pause`` does: this measures
-  whether it should.
+Both through ``Sandbox.pause``/``resume``; the two ways differ by ``SandboxSpec.freezer``:
+
+- **engine** (``freezer="engine"``, what every pause was before): dockerd → containerd →
+  shim → a fresh ``runc`` process per call, which the engine serialises (Podman: a
+  ``podman pause`` process each).
+- **direct** (``freezer="auto"``, the default where this host may write the container's
+  cgroup): the freezer written by this process (v1 ``freezer.state``, v2
+  ``cgroup.freeze``), waiting until every task is frozen.
 
 Two figures per path: one sandbox at rest (pause and resume separately), and N sandboxes
 cycling at once, each turn "pause, think a little, resume", timed per turn as pause plus
-resume. The direct path's figure is given as a ratio of the engine path's, measured in the
-same run. Docker only, and only where /sys/fs/cgroup is this machine's.
+resume. The same containers serve both paths (the freezer is switched between rounds, with
+every sandbox running); the direct path's figure is given as a ratio of the engine path's,
+measured in the same run, and the engine path is measured again after to show the drift.
 
-Usage: ``.venv/bin/python bench/freeze.py [--sandboxes 100] [--turns 10] [--rounds 40]``.
+Usage: ``.venv/bin/python bench/freeze.py [--sandboxes 100] [--turns 10] [--rounds 40]
+[--backend docker|podman]``.
 """
 
 from __future__ import annotations
@@ -21,13 +25,21 @@ import argparse
 import random
 import statistics
 import time
-from collections.abc import Awaitable, Callable
 
 import anyio
 
 from agentenv.sandbox import Sandbox, SandboxSpec, cgroup, create
 
 THINK_S = (0.005, 0.05)  # how long a sandbox stays paused in a turn: the model's time
+PATHS = {"engine": "engine", "direct": "auto"}  # path -> SandboxSpec.freezer
+
+
+def use(boxes: list[Sandbox], path: str) -> None:
+    """Switch running sandboxes to a way of freezing (the bench's own knob: a spec is
+    otherwise fixed for a sandbox's life)."""
+    for box in boxes:
+        assert not box.paused
+        box.spec = box.spec.model_copy(update={"freezer": PATHS[path]})
 
 
 def p50_p99(samples: list[float]) -> tuple[float, float]:
@@ -36,39 +48,16 @@ def p50_p99(samples: list[float]) -> tuple[float, float]:
     return statistics.median(ordered) * 1e3, ordered[int(0.99 * (len(ordered) - 1))] * 1e3
 
 
-def direct(box: Sandbox) -> tuple[Callable[[], Awaitable[None]], Callable[[], Awaitable[None]]]:
-    """Pause and resume through the cgroup freezer."""
-    path = cgroup.freezer(box.id)
-    if path is None:
-        raise SystemExit(f"no writable freezer for {box.id[:12]}: is the engine local?")
-
-    async def pause() -> None:
-        await cgroup.set_frozen(path, True)
-
-    async def resume() -> None:
-        await cgroup.set_frozen(path, False)
-
-    return pause, resume
-
-
-def engine(box: Sandbox) -> tuple[Callable[[], Awaitable[None]], Callable[[], Awaitable[None]]]:
-    """Pause and resume as the sandbox does them (through the engine)."""
-    return box.pause, box.resume
-
-
-PATHS = {"engine": engine, "direct": direct}
-
-
 async def single(box: Sandbox, rounds: int) -> dict[str, dict[str, list[float]]]:
     """One sandbox at rest, the paths interleaved round by round."""
     found: dict[str, dict[str, list[float]]] = {p: {"pause": [], "resume": []} for p in PATHS}
     for _ in range(rounds):
-        for name, make in PATHS.items():
-            pause, resume = make(box)
+        for name in PATHS:
+            use([box], name)
             started = time.perf_counter()
-            await pause()
+            await box.pause()
             paused = time.perf_counter()
-            await resume()
+            await box.resume()
             found[name]["pause"].append(paused - started)
             found[name]["resume"].append(time.perf_counter() - paused)
     return found
@@ -78,17 +67,17 @@ async def cycling(boxes: list[Sandbox], path: str, turns: int) -> list[float]:
     """Every sandbox takes ``turns`` turns at once; the time of each pause plus resume."""
     taken: list[float] = []
     rng = random.Random(7)
+    use(boxes, path)
 
     async def one(box: Sandbox) -> None:
-        pause, resume = PATHS[path](box)
         await anyio.sleep(rng.uniform(0, THINK_S[1]))  # not all in step
         for _ in range(turns):
             started = time.perf_counter()
-            await pause()
+            await box.pause()
             spent = time.perf_counter() - started
             await anyio.sleep(rng.uniform(*THINK_S))
             started = time.perf_counter()
-            await resume()
+            await box.resume()
             taken.append(spent + time.perf_counter() - started)
 
     async with anyio.create_task_group() as tg:
@@ -97,9 +86,9 @@ async def cycling(boxes: list[Sandbox], path: str, turns: int) -> list[float]:
     return taken
 
 
-async def main(sandboxes: int, turns: int, rounds: int) -> None:
+async def main(sandboxes: int, turns: int, rounds: int, backend: str) -> None:
     boxes: list[Sandbox] = []
-    spec = SandboxSpec(backend="docker", memory="64m", labels={"agentenv-bench": "freeze"})
+    spec = SandboxSpec(backend=backend, memory="64m", labels={"agentenv-bench": "freeze"})
     limit = anyio.Semaphore(8)
 
     async def make() -> None:
@@ -113,7 +102,9 @@ async def main(sandboxes: int, turns: int, rounds: int) -> None:
         async with anyio.create_task_group() as tg:
             for _ in range(sandboxes):
                 tg.start_soon(make)
-        print(f"{sandboxes} sandboxes made in {time.perf_counter() - started:.1f} s")
+        print(f"{sandboxes} sandboxes made in {time.perf_counter() - started:.1f} s ({backend})")
+        if cgroup.freezer(boxes[0].id) is None:
+            raise SystemExit("no writable cgroup freezer here: the direct path would fall back")
         one = await single(boxes[0], rounds)
         many = {path: await cycling(boxes, path, turns) for path in ("engine", "direct")}
         many["engine, again"] = await cycling(boxes, "engine", turns)  # drift in the run
@@ -141,5 +132,6 @@ if __name__ == "__main__":
     parser.add_argument("--sandboxes", type=int, default=100)
     parser.add_argument("--turns", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=40)
+    parser.add_argument("--backend", choices=("docker", "podman"), default="docker")
     args = parser.parse_args()
-    anyio.run(main, args.sandboxes, args.turns, args.rounds)
+    anyio.run(main, args.sandboxes, args.turns, args.rounds, args.backend)

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from agentenv.model import OpenAIChatModel
+from agentenv.sandbox import cgroup
 from agentenv.testing import K3Server
 from agentenv.testing.k3server import IN_PROCESS_URL
 
@@ -32,6 +33,13 @@ HISTORY_WITHOUT_REASONING = [
     },
     {"role": "tool", "tool_call_id": "functions.bash:0", "content": "ok"},
 ]
+
+
+def frozen(container_id: str) -> bool:
+    """Whether the container's cgroup is frozen, read from the host (a paused sandbox: the
+    engine calls one frozen directly "running")."""
+    path = cgroup.freezer(container_id)
+    return path is not None and cgroup.is_frozen(path)
 
 
 def start_script(script: str, run_id: str) -> tuple[subprocess.Popen[str], str]:

@@ -1,6 +1,6 @@
 """A container's cgroup straight from the host's cgroup filesystem: its CPU counter, and its
-freezer (pause and resume without the engine in the path: issue 14's direct path, measured
-by ``bench/freeze.py``; not yet what ``Sandbox.pause`` uses).
+freezer (how ``Sandbox.pause`` freezes without the engine in the path; ``bench/freeze.py``
+measures it against the engine's pause).
 
 Only possible when the engine runs on this machine and we may use /sys/fs/cgroup; callers
 fall back to the engine's API otherwise."""
@@ -73,18 +73,24 @@ def is_frozen(path: Path) -> bool:
     return False
 
 
+def ask(path: Path, frozen: bool) -> None:
+    """Ask the kernel to freeze (or thaw) the cgroup of :func:`freezer`'s ``path``; it
+    completes asynchronously (:func:`set_frozen` waits for it)."""
+    v1 = path.name == "freezer.state"
+    path.write_text(("FROZEN" if frozen else "THAWED") if v1 else ("1" if frozen else "0"))
+
+
 async def set_frozen(path: Path, frozen: bool, *, timeout_s: float = 5.0) -> None:
     """Freeze (or thaw) the cgroup of :func:`freezer`'s ``path`` and wait until every task
     in it is; raises ``TimeoutError`` past ``timeout_s`` (a task in uninterruptible sleep
     can hold a freeze back), leaving the cgroup asked to thaw in that case. The engine is
     not told: its idea of the container's state stays "running"."""
-    v1 = path.name == "freezer.state"
-    path.write_text(("FROZEN" if frozen else "THAWED") if v1 else ("1" if frozen else "0"))
+    ask(path, frozen)
     delay, waited = 0.0002, 0.0
     while is_frozen(path) != frozen:
         if waited > timeout_s:
             if frozen:
-                path.write_text("THAWED" if v1 else "0")
+                ask(path, False)
             raise TimeoutError(f"{path}: not {'frozen' if frozen else 'thawed'} in {timeout_s} s")
         await anyio.sleep(delay)
         waited += delay

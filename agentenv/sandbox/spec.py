@@ -148,6 +148,13 @@ class SandboxSpec(BaseModel):
     executor: Literal["auto", "fast", "docker-exec"] = Field(
         "auto", description="'fast': in-sandbox executor; 'docker-exec': one exec per command"
     )
+    freezer: Literal["auto", "engine"] = Field(
+        "auto",
+        description="how pause() freezes: 'auto' writes the container's cgroup freezer "
+        "straight from this host where it may (well under a millisecond, none of the "
+        "engine's serialised round trips), else asks the engine; 'engine' always asks the "
+        "engine (docker/podman pause)",
+    )
 
     def __hash__(self) -> int:
         """Equal specs hash equal (pydantic's frozen hash fails on the dict fields): callers

@@ -15,8 +15,9 @@ from agentenv.agent.loop import Limits, Trajectory, run_episode
 from agentenv.agent.tools import SUBMIT, Tool, tool_schemas, tools_named
 from agentenv.errors import EndpointUnavailable
 from agentenv.model import OpenAIChatModel
-from agentenv.sandbox.docker import DockerSandbox, connect
+from agentenv.sandbox.docker import DockerSandbox
 from agentenv.testing import Fault, K3Server, ScriptedToolCall, ScriptedTurn
+from tests.helpers import frozen
 
 pytestmark = pytest.mark.anyio
 
@@ -105,11 +106,10 @@ async def test_scripted_episode_solves_the_task(box: DockerSandbox) -> None:
 
 
 async def test_sandbox_is_paused_while_the_model_answers(box: DockerSandbox) -> None:
-    engine = connect()
     states: list[bool] = []
 
     def script(body: dict[str, Any]) -> ScriptedTurn:
-        states.append(engine.api.inspect_container(box.id)["State"]["Paused"])
+        states.append(frozen(box.id))
         return SOLVE[min(len(states) - 1, len(SOLVE) - 1)]
 
     with K3Server(script) as server:

@@ -28,6 +28,7 @@ from agentenv.sandbox.images import BASE_IMAGE
 from agentenv.sandbox.labels import JOB, OWNER, RUN, job_scope, labels_for, run_id
 from agentenv.tasks import load_task, load_tasks
 from agentenv.testing import K3Server, ScriptedToolCall, ScriptedTurn
+from tests.helpers import frozen
 
 pytestmark = pytest.mark.anyio
 
@@ -142,10 +143,9 @@ async def test_infrastructure_failures_are_retried_then_recorded(tmp_path: Path)
         # the sandbox is paused while the model answers: remove it under the episode
         if kills["left"] > 0:
             kills["left"] -= 1
-            for c in engine.api.containers(
-                filters={"label": f"{RUN}={run_id()}", "status": "paused"}
-            ):
-                engine.api.remove_container(c["Id"], force=True)
+            for c in engine.api.containers(filters={"label": f"{RUN}={run_id()}"}):
+                if frozen(c["Id"]):
+                    engine.api.remove_container(c["Id"], force=True)
         return solving_script(body)
 
     with K3Server(killing_script) as server:

@@ -18,6 +18,7 @@ from agentenv.sandbox import (
     SandboxPool,
     SandboxSpec,
     SandboxUnavailable,
+    cgroup,
     sandbox,
 )
 from agentenv.sandbox.docker import DockerSandbox, connect, get_engine
@@ -164,7 +165,10 @@ async def test_pool_keeps_paused_sandboxes_and_refills() -> None:
                 await anyio.sleep(0.05)
         ours = await engine.run(engine.api.containers, filters={"label": "test.pool=yes"})
         assert len(ours) == 2
-        assert all(c["State"] == "paused" for c in ours)
+        # frozen (directly through their cgroups: the engine calls them running)
+        assert all(c["State"] == "running" for c in ours)
+        freezers = [cgroup.freezer(c["Id"]) for c in ours]
+        assert all(f is not None and cgroup.is_frozen(f) for f in freezers)
 
         box = await pool.acquire()
         try:
@@ -182,14 +186,11 @@ async def test_pool_keeps_paused_sandboxes_and_refills() -> None:
 
 async def test_pool_skips_a_dead_sandbox() -> None:
     engine = await get_engine()
-    async with SandboxPool(SandboxSpec(), size=2) as pool:
+    async with SandboxPool(SandboxSpec(labels={"test.pool": "dead"}), size=2) as pool:
         with anyio.fail_after(60):
             while pool.ready < 2:
                 await anyio.sleep(0.05)
-        victims = await engine.run(
-            engine.api.containers,
-            filters={"label": f"{RUN}={os.environ['AGENTENV_RUN_ID']}", "status": "paused"},
-        )
+        victims = await engine.run(engine.api.containers, filters={"label": "test.pool=dead"})
         await engine.run(engine.api.remove_container, victims[0]["Id"], force=True)
         box = await pool.acquire()
         box2 = await pool.acquire()

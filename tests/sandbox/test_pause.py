@@ -1,4 +1,6 @@
-"""Pausing freezes a sandbox: its CPU counter stops while paused and moves again after."""
+"""Pausing freezes a sandbox: its CPU counter stops while paused and moves again after, on
+both ways of freezing (``SandboxSpec.freezer``: straight through the container's cgroup, or
+by the engine), and whoever lists sandboxes sees it paused either way."""
 
 from __future__ import annotations
 
@@ -7,26 +9,29 @@ from collections.abc import AsyncIterator
 import anyio
 import pytest
 
-from agentenv.sandbox import SandboxPaused
-from agentenv.sandbox.docker import DockerSandbox
+from agentenv.sandbox import Sandbox, SandboxPaused, SandboxSpec, cgroup, create, get_backend
 
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture(scope="module")
-async def busy() -> AsyncIterator[DockerSandbox]:
-    async with await DockerSandbox.create() as box:
+@pytest.fixture(scope="module", params=["auto", "engine"])
+async def busy(request: pytest.FixtureRequest) -> AsyncIterator[Sandbox]:
+    async with await create(SandboxSpec(freezer=request.param)) as box:
         await box.exec("nohup sh -c 'while :; do :; done' >/dev/null 2>&1 &")
         yield box
 
 
-async def _cpu_over(box: DockerSandbox, seconds: float) -> int:
+async def _cpu_over(box: Sandbox, seconds: float) -> int:
     before = await box.cpu_usage_ns()
     await anyio.sleep(seconds)
     return await box.cpu_usage_ns() - before
 
 
-async def test_paused_busy_loop_uses_no_cpu_and_resumes(busy: DockerSandbox) -> None:
+def _status(box: Sandbox) -> str:
+    return {r.id: r.status for r in get_backend(box.spec.backend).leftovers()}[box.id]
+
+
+async def test_paused_busy_loop_uses_no_cpu_and_resumes(busy: Sandbox) -> None:
     running = await _cpu_over(busy, 0.5)
     assert running > 100_000_000  # the loop really spins: >0.1 s of CPU in 0.5 s
 
@@ -40,7 +45,7 @@ async def test_paused_busy_loop_uses_no_cpu_and_resumes(busy: DockerSandbox) -> 
     assert await _cpu_over(busy, 0.5) > 100_000_000
 
 
-async def test_commands_refused_while_paused(busy: DockerSandbox) -> None:
+async def test_commands_refused_while_paused(busy: Sandbox) -> None:
     await busy.pause()
     await busy.pause()  # idempotent
     try:
@@ -54,28 +59,26 @@ async def test_commands_refused_while_paused(busy: DockerSandbox) -> None:
     assert (await busy.exec("echo back")).stdout == "back\n"
 
 
-async def test_engine_reports_paused_state(busy: DockerSandbox) -> None:
-    from agentenv.sandbox.docker import get_engine
-
-    engine = await get_engine()
+async def test_others_see_it_paused_whoever_froze_it(busy: Sandbox) -> None:
     await busy.pause()
     try:
-        state = (await engine.run(engine.api.inspect_container, busy.id))["State"]
-        assert state["Paused"] is True
+        assert _status(busy) == "paused"  # `agentenv sandbox ls`, gc
+        path = cgroup.freezer(busy.id)
+        assert path is not None and cgroup.is_frozen(path)
     finally:
         await busy.resume()
-    state = (await engine.run(engine.api.inspect_container, busy.id))["State"]
-    assert state["Paused"] is False and state["Running"] is True
+    assert _status(busy) == "running"
+    assert not cgroup.is_frozen(path)
 
 
 async def test_an_engine_answer_its_own_state_contradicts_does_not_fail_the_sandbox() -> None:
     # The engine answers 409 ("already paused", "not paused") when the container is already
     # as asked, as it also does under load with a stale view: the container's real state
     # decides, so neither is an error (it was SandboxUnavailable, and failed CI once).
-    from agentenv.sandbox.docker import get_engine
+    from agentenv.sandbox.docker import DockerSandbox, get_engine
 
     engine = await get_engine()
-    async with await DockerSandbox.create() as box:
+    async with await DockerSandbox.create(SandboxSpec(freezer="engine")) as box:
         await engine.run(engine.api.pause, box.id)  # behind the sandbox's back
         await box.pause()
         assert box.paused

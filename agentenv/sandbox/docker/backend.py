@@ -10,6 +10,7 @@ import docker.errors
 
 from agentenv.sandbox import labels as L
 from agentenv.sandbox.backend import Leftover, check_options, fork_by_creating
+from agentenv.sandbox.container import seen_status, thaw_before_removal
 from agentenv.sandbox.docker.engine import Engine, connect, get_engine
 from agentenv.sandbox.docker.sandbox import DockerSandbox
 from agentenv.sandbox.gc import leftover
@@ -57,7 +58,8 @@ class DockerBackend:
         rows = []
         for c in api.containers(all=True, filters={"label": L.OWNER}):
             name = (c.get("Names") or ["?"])[0].lstrip("/")
-            rows.append(leftover("sandbox", c["Id"], name, c.get("State", "?"), c["Labels"] or {}))
+            status = seen_status(c["Id"], c.get("State", "?"))
+            rows.append(leftover("sandbox", c["Id"], name, status, c["Labels"] or {}))
         for image in api.images(filters={"label": f"{L.KIND}=snapshot"}):
             tags = [t for t in image.get("RepoTags") or [] if t != "<none>:<none>"]
             if tags and not any(t.startswith(f"{L.SNAPSHOT_REPOSITORY}:") for t in tags):
@@ -78,6 +80,7 @@ class DockerBackend:
         api = (self._engine or connect()).api
         try:
             if leftover.kind == "sandbox":
+                thaw_before_removal(leftover.id)
                 api.remove_container(leftover.id, force=True, v=True)
             elif leftover.kind == "volume":
                 api.remove_volume(leftover.id)

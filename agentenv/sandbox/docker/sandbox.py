@@ -3,8 +3,8 @@
 Lifecycle: resolve the image, create the container with the security defaults (behind the
 engine's creation limiter), start it, then start the in-sandbox executor. Commands go to the
 executor (fast path) or, for images without ``python3``, to one ``docker exec`` each.
-``pause``/``resume`` use the cgroup freezer; ``snapshot`` commits the filesystem to an image
-that :func:`fork` starts new sandboxes from.
+``pause``/``resume`` use the cgroup freezer (written directly where this host may);
+``snapshot`` commits the filesystem to an image that :func:`fork` starts new sandboxes from.
 """
 
 from __future__ import annotations
@@ -28,10 +28,15 @@ from agentenv.sandbox import cgroup
 from agentenv.sandbox.channel import EXECUTOR_ARGV, ExecutorChannel, ExecutorGone, StreamClosed
 from agentenv.sandbox.container import (
     KEEPALIVE,
+    FrozenBy,
     explain_failure,
+    freeze,
     sandbox_labels,
     set_frozen,
     snapshot_labels,
+    thaw,
+    thaw_before_removal,
+    who_froze,
 )
 from agentenv.sandbox.docker import exec as docker_exec
 from agentenv.sandbox.docker.engine import Engine, get_engine
@@ -70,6 +75,7 @@ class DockerSandbox:
         self.exec_mode: Literal["fast", "docker-exec"] = "docker-exec"
         self._executors = Executors(self._new_channel, self._unavailable)
         self._paused = False
+        self._frozen_by: FrozenBy = "engine"  # when paused: who thaws it
         self._closed = False
         self._executor_pending = False  # attached while paused: start it on resume
 
@@ -130,11 +136,12 @@ class DockerSandbox:
                 f"sandbox {container_id[:12]} is {state.get('Status', 'not running')}"
             )
         box = cls(engine, str(info["Id"]), spec, str(info["Config"]["Image"]))
-        if state.get("Paused"):
-            box._paused = True
-            box._executor_pending = True
-        else:
+        frozen_by = who_froze(box.id, bool(state.get("Paused")))
+        if frozen_by is None:
             await box._start_executor()
+        else:
+            box._paused = box._executor_pending = True
+            box._frozen_by = frozen_by
         return box
 
     async def _start_executor(self) -> None:
@@ -202,6 +209,7 @@ class DockerSandbox:
         self._closed = True
         self._executors.close()
         with anyio.CancelScope(shield=True):
+            thaw_before_removal(self.id)  # frozen behind the engine's back: let it kill
             try:
                 await self._engine.run(
                     self._engine.api.remove_container, self.id, force=True, v=True
@@ -502,12 +510,13 @@ class DockerSandbox:
         return self._paused
 
     async def pause(self) -> None:
-        """Freeze all processes (cgroup freezer): no CPU is used until :meth:`resume`."""
+        """Freeze all processes (the cgroup freezer: written from this host where it may, see
+        ``SandboxSpec.freezer``, else by the engine): no CPU is used until :meth:`resume`."""
         if self._closed:
             raise SandboxClosed(f"sandbox {self.id[:12]} is closed")
         if self._paused:
             return
-        await self._set_frozen(True)
+        self._frozen_by = await freeze(self.id, self.spec, self._set_frozen)
         self._paused = True
 
     async def resume(self) -> None:
@@ -516,7 +525,7 @@ class DockerSandbox:
             raise SandboxClosed(f"sandbox {self.id[:12]} is closed")
         if not self._paused:
             return
-        await self._set_frozen(False)
+        await thaw(self.id, self._frozen_by, self._set_frozen)
         self._paused = False
         if self._executor_pending:
             self._executor_pending = False
@@ -577,8 +586,15 @@ class DockerSandbox:
         tag = tag or f"{self.id[:12]}-{int(time.time() * 1000)}"
         conf = {"Labels": snapshot_labels(self.spec, keep_s)}
         try:
+            # a paused sandbox is frozen already; the engine's own pause-for-commit would
+            # thaw it afterwards if it was frozen through its cgroup
             result = await self._engine.run(
-                self._engine.api.commit, self.id, repository=SNAPSHOT_REPOSITORY, tag=tag, conf=conf
+                self._engine.api.commit,
+                self.id,
+                repository=SNAPSHOT_REPOSITORY,
+                tag=tag,
+                conf=conf,
+                pause=not self._paused,
             )
         except docker.errors.APIError as e:
             raise await self._unavailable(e) from e

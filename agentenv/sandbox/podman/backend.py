@@ -11,6 +11,7 @@ import anyio
 
 from agentenv.sandbox import labels as L
 from agentenv.sandbox.backend import Leftover, check_options, fork_by_creating
+from agentenv.sandbox.container import seen_status, thaw_before_removal
 from agentenv.sandbox.errors import SandboxError
 from agentenv.sandbox.gc import leftover
 from agentenv.sandbox.podman.cli import NoSuchObject, podman, podman_sync
@@ -64,9 +65,8 @@ class PodmanBackend:
         )
         for c in found or []:
             name = (c.get("Names") or ["?"])[0]
-            rows.append(
-                leftover("sandbox", c["Id"], name, c.get("State", "?"), c.get("Labels") or {})
-            )
+            status = seen_status(c["Id"], c.get("State", "?"))
+            rows.append(leftover("sandbox", c["Id"], name, status, c.get("Labels") or {}))
         images = podman_sync("images", "--filter", f"label={L.KIND}=snapshot", "--format", "json")
         for image in json.loads(images or b"[]") or []:
             tags = image.get("Names") or []
@@ -80,6 +80,7 @@ class PodmanBackend:
         """Remove a container or an image. Blocking."""
         try:
             if leftover.kind == "sandbox":
+                thaw_before_removal(leftover.id)
                 podman_sync("rm", "--force", "--time", "0", "--volumes", leftover.id)
             else:
                 podman_sync("rmi", "--force", leftover.id)

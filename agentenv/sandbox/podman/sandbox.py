@@ -29,10 +29,15 @@ from agentenv.sandbox import cgroup
 from agentenv.sandbox.channel import EXECUTOR_ARGV, ExecutorChannel, ExecutorGone
 from agentenv.sandbox.container import (
     KEEPALIVE,
+    FrozenBy,
     explain_failure,
+    freeze,
     sandbox_labels,
     set_frozen,
     snapshot_labels,
+    thaw,
+    thaw_before_removal,
+    who_froze,
 )
 from agentenv.sandbox.errors import (
     ArchiveTooLarge,
@@ -79,6 +84,7 @@ class PodmanSandbox:
         self.exec_mode = "fast"
         self._executors = Executors(self._new_channel, self._unavailable)
         self._paused = False
+        self._frozen_by: FrozenBy = "engine"  # when paused: who thaws it
         self._closed = False
         self._executor_pending = False  # attached while paused: start it on resume
 
@@ -124,10 +130,12 @@ class PodmanSandbox:
                 f"sandbox {container_id[:12]} is {state.get('Status', 'not running')}"
             )
         box = cls(str(info["Id"]), spec, str(info.get("ImageName") or spec.image))
-        if state.get("Paused"):
-            box._paused = box._executor_pending = True
-        else:
+        frozen_by = who_froze(box.id, bool(state.get("Paused")))
+        if frozen_by is None:
             await box._start_executor()
+        else:
+            box._paused = box._executor_pending = True
+            box._frozen_by = frozen_by
         return box
 
     async def _make_folders(self) -> None:
@@ -186,6 +194,7 @@ class PodmanSandbox:
         self._closed = True
         self._executors.close()
         with anyio.CancelScope(shield=True):
+            thaw_before_removal(self.id)  # frozen behind Podman's back: let it kill
             try:
                 await podman("rm", "--force", "--time", "0", "--volumes", self.id)
             except NoSuchObject:
@@ -368,12 +377,13 @@ class PodmanSandbox:
         return self._paused
 
     async def pause(self) -> None:
-        """Freeze every process (``podman pause``: the cgroup freezer)."""
+        """Freeze every process (the cgroup freezer: written from this host where it may,
+        see ``SandboxSpec.freezer``, else ``podman pause``)."""
         if self._closed:
             raise SandboxClosed(f"sandbox {self.id[:12]} is closed")
         if self._paused:
             return
-        await self._set_frozen(True)
+        self._frozen_by = await freeze(self.id, self.spec, self._set_frozen)
         self._paused = True
 
     async def resume(self) -> None:
@@ -382,7 +392,7 @@ class PodmanSandbox:
             raise SandboxClosed(f"sandbox {self.id[:12]} is closed")
         if not self._paused:
             return
-        await self._set_frozen(False)
+        await thaw(self.id, self._frozen_by, self._set_frozen)
         self._paused = False
         if self._executor_pending:
             self._executor_pending = False
