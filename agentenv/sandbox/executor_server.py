@@ -573,6 +573,19 @@ def _make_undumpable():
         sys.stderr.write("agentenv-executor: could not make itself undumpable: %s\n" % e)
 
 
+def _give_back_free_memory():
+    """Return the C heap's free pages to the kernel (glibc's ``malloc_trim``): compiling
+    this file and importing what it needs leave about 0.7 MiB of freed heap behind, which
+    every executor would otherwise hold for its whole life (hours, in a paused sandbox).
+    Nothing to do where the C library has no ``malloc_trim`` (musl) or ctypes is missing."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).malloc_trim(0)
+    except Exception:
+        pass
+
+
 def main():
     _make_undumpable()
     # Commands start with default dispositions whatever our parent left us. SIGPIPE stays
@@ -580,6 +593,7 @@ def main():
     # thread); Popen gives commands the default back.
     for sig in (signal.SIGINT, signal.SIGQUIT):
         signal.signal(sig, signal.SIG_DFL)
+    _give_back_free_memory()
     inp = _Input(0)
     while True:
         req, payload = inp.read_frame()
