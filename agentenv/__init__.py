@@ -2,7 +2,9 @@
 model thinks, and score them with deterministic verifiers.
 
 For RL: ``await rollout(task, policy)``, ``rollout_group`` (forked from one prepared
-sandbox), ``stream``, and partial rollouts with ``start`` / ``Rollout.suspend`` / ``resume``.
+sandbox), ``stream``, and partial rollouts with ``start`` / ``Rollout.suspend`` / ``resume``;
+``async with recycling():`` around a trainer's loop lets each rollout's sandboxes serve the
+next (``stream``, ``rollout_group`` and eval jobs do this themselves).
 """
 
 from agentenv.agent.loop import Limits, Trajectory
@@ -29,6 +31,7 @@ from agentenv.sandbox import (
     create,
     fork,
     get_backend,
+    recycling,
     sandbox,
 )
 from agentenv.tasks import Task, load_task
@@ -55,6 +58,7 @@ __all__ = [
     "fork",
     "get_backend",
     "load_task",
+    "recycling",
     "resume",
     "rollout",
     "rollout_group",

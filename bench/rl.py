@@ -17,17 +17,21 @@ Measures, in one run, two figures of the RL API (``agentenv/runner/rollout.py``)
    and fork) and the episodes, so the shared group's first part is split further by
    running the same steps again by hand (``prepare``: a sandbox, the setup and a snapshot;
    then ``start_sandbox`` n times). Every reward must be 1.0.
-2. The fraction of time paused with many concurrent rollouts. N concurrent ``rollout()``
-   calls (each creating its own sandbox) against the local K3-compatible server with a
-   time to first token of 1 s, through one shared ``OpenAIChatModel`` whose
-   ``AdaptiveLimit`` starts at 128 (so every request is in flight at once). The model
-   answers from the number of assistant messages in the request: first a ``bash``
-   command, then ``write_file answer.txt`` and ``submit``. Reported: sum(paused_s) /
-   sum(wall_s) over the episodes, rollouts per second over the whole batch (creation to
-   removal), and how many completed with reward 1.0. ``rollout()`` always pauses, so
-   there is no unpaused baseline: these are reference rows.
+2. Throughput of many concurrent rollouts. N workers (``--concurrent``, 50) each run
+   ``rollout()`` after ``rollout()`` until N x ``--rounds`` (3) are done, against the local
+   K3-compatible server with a time to first token of 1 s, through one shared
+   ``OpenAIChatModel`` whose ``AdaptiveLimit`` starts at 128 (so every request is in
+   flight at once). The model answers from the number of assistant messages in the
+   request: first a ``bash`` command, then ``write_file answer.txt`` and ``submit``. Run
+   twice in one run: today's path (inside one ``recycling()`` block: an episode's agent
+   and checker sandboxes are recycled for the next; the direct cgroup freezer) against
+   the previous path as the baseline (every sandbox created and removed, every pause the
+   engine's: ``AGENTENV_FREEZER=engine``). Reported for both: rollouts per second over
+   the whole batch, sum(paused_s) / sum(wall_s), end-to-end p50, pause + resume per turn,
+   and that every rollout earned 1.0.
 
-Usage: ``.venv/bin/python bench/rl.py [--quick] [--json PATH]``.
+Usage: ``.venv/bin/python bench/rl.py [--quick] [--concurrent N] [--rounds R]
+[--only group|concurrent] [--json PATH]``.
 
 The RL API creates its sandboxes itself (no spec to label), so this run sets
 ``AGENTENV_RUN_ID`` to its run id: everything it creates carries ``agentenv.run=<run id>``
@@ -42,7 +46,7 @@ import os
 import sys
 import tempfile
 import time
-from contextlib import suppress
+from contextlib import nullcontext, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -58,7 +62,6 @@ from common import (
     describe,
     fmt,
     fmt_ratio,
-    p50,
     plain_row,
     print_table,
     relative_row,
@@ -77,7 +80,7 @@ from agentenv.model.limit import AdaptiveLimit
 from agentenv.model.types import ChatModel
 from agentenv.runner.episode import prepare, release, start_sandbox
 from agentenv.runner.rollout import GroupTimings, rollout, rollout_group
-from agentenv.sandbox import Sandbox
+from agentenv.sandbox import Sandbox, recycling
 from agentenv.sandbox import labels as agentenv_labels
 from agentenv.sandbox.docker import get_engine
 from agentenv.tasks import Task, load_task
@@ -165,17 +168,24 @@ class Config:
 
     group_n: int
     concurrent: int
+    rounds: int
     json_path: Path | None
+    only: str | None = None  # one section
 
     @classmethod
     def from_args(cls, argv: list[str] | None = None) -> Config:
         """Parse the command line."""
         parser = arg_parser(__doc__)
+        parser.add_argument("--concurrent", type=int, help="rollouts at once (default 50)")
+        parser.add_argument("--rounds", type=int, help="rollouts per worker (default 3)")
+        parser.add_argument("--only", choices=("group", "concurrent"), help="one section")
         args = parser.parse_args(argv)
         return cls(
             group_n=4 if args.quick else 8,
-            concurrent=20 if args.quick else 50,
+            concurrent=args.concurrent or (20 if args.quick else 50),
+            rounds=args.rounds or (2 if args.quick else 3),
             json_path=args.json,
+            only=args.only,
         )
 
 
@@ -307,89 +317,142 @@ def two_turns(body: dict[str, Any]) -> ScriptedTurn:
     )
 
 
-async def bench_concurrent(cfg: Config, report: Report) -> None:
-    """``cfg.concurrent`` rollouts at once against a model with a 1 s time to first token."""
-    n = cfg.concurrent
-    step(f"concurrent rollouts: {n} x rollout() at once, 2 turns, model ttft {TTFT_S:g} s")
+async def concurrent_batch(
+    n: int, total: int, *, recycle: bool
+) -> tuple[list[tuple[Trajectory, float]], list[str], float, int]:
+    """``total`` rollouts, ``n`` at a time (each of ``n`` workers starts the next as its
+    last ends), against a model with a 1 s time to first token. With ``recycle``, inside
+    one :func:`~agentenv.sandbox.recycling` block and with the direct freezer (today's
+    path); without, every sandbox created and removed and every pause the engine's (the
+    previous path, ``AGENTENV_FREEZER=engine``)."""
     done: list[tuple[Trajectory, float]] = []
     failures: list[str] = []
-    with tempfile.TemporaryDirectory(prefix="agentenv-bench-rl-") as tmp:
-        task = write_task(Path(tmp) / "many", MANY_TOML, MANY_INSTRUCTION, {"notes.txt": NOTES})
-        with K3Server(two_turns, ttft_s=TTFT_S) as server:
-            model = OpenAIChatModel(
-                base_url=server.base_url,
-                api_key="x",
-                limit=AdaptiveLimit(LIMIT_INITIAL, maximum=LIMIT_MAX),
-            )
+    left = [total]
+    previous = os.environ.pop("AGENTENV_FREEZER", None)
+    if not recycle:
+        os.environ["AGENTENV_FREEZER"] = "engine"
+    try:
+        with tempfile.TemporaryDirectory(prefix="agentenv-bench-rl-") as tmp:
+            task = write_task(Path(tmp) / "many", MANY_TOML, MANY_INSTRUCTION, {"notes.txt": NOTES})
+            with K3Server(two_turns, ttft_s=TTFT_S) as server:
+                model = OpenAIChatModel(
+                    base_url=server.base_url,
+                    api_key="x",
+                    limit=AdaptiveLimit(LIMIT_INITIAL, maximum=LIMIT_MAX),
+                )
 
-            async def one() -> None:
-                t0 = time.perf_counter()
+                async def worker() -> None:
+                    while left[0] > 0:
+                        left[0] -= 1
+                        t0 = time.perf_counter()
+                        try:
+                            traj = await rollout(task, model)
+                        except Exception as e:
+                            failures.append(describe(e))
+                            continue
+                        done.append((traj, time.perf_counter() - t0))
+
                 try:
-                    traj = await rollout(task, model)
-                except Exception as e:
-                    failures.append(describe(e))
-                    return
-                done.append((traj, time.perf_counter() - t0))
+                    started = time.perf_counter()
+                    reuse = recycling() if recycle else nullcontext()
+                    async with reuse, anyio.create_task_group() as tg:
+                        for _ in range(n):
+                            tg.start_soon(worker)
+                    batch_s = time.perf_counter() - started
+                finally:
+                    await model.aclose()
+                requests = len(server.requests)
+    finally:
+        os.environ.pop("AGENTENV_FREEZER", None)
+        if previous is not None:
+            os.environ["AGENTENV_FREEZER"] = previous
+    return done, failures, batch_s, requests
 
-            try:
-                started = time.perf_counter()
-                async with anyio.create_task_group() as tg:
-                    for _ in range(n):
-                        tg.start_soon(one)
-                batch_s = time.perf_counter() - started
-            finally:
-                await model.aclose()
-            requests = len(server.requests)
 
-    trajs = [t for t, _ in done]
-    rewarded = sum(1 for t in trajs if t.reward == 1.0)
-    paused = sum(t.paused_s for t in trajs)
-    wall = sum(t.wall_s for t in trajs)
-    turns = [turn for t in trajs for turn in t.turns]
-    # model_s = pause + queue + the call + resume: what the call itself does not explain
-    freeze_thaw = [
-        turn.model_s - turn.completion.latency_s - turn.completion.queued_s for turn in turns
-    ]
-    report.details["concurrent"] = {
-        "n": n,
-        "ttft_s": TTFT_S,
-        "completed": len(trajs),
-        "rewarded": rewarded,
-        "failures": failures,
-        "requests": requests,
-        "batch_s": batch_s,
-        "paused_s_sum": paused,
-        "wall_s_sum": wall,
-        "episode_wall": summary([t.wall_s for t in trajs]) if trajs else None,
-        "rollout_end_to_end": summary([s for _, s in done]) if done else None,
-        "model_call": summary([turn.completion.latency_s for turn in turns]) if turns else None,
-        "pause_resume_per_turn": summary(freeze_thaw) if turns else None,
-        "queued_s_sum": sum(t.queued_s for t in trajs),
-        "limit_after": model.limit.capacity,
-    }
-    fraction = paused / wall if wall else 0.0
-    report.rows += [
-        plain_row(
-            f"rollouts completed with reward 1.0 (of {n})", "", rewarded, f"= {n}", rewarded == n
-        ),
-        plain_row("time paused: sum(paused_s) / sum(wall_s)", "%", fraction * 100),
-        plain_row(f"throughput, {n} at once (create → removed)", "/s", len(trajs) / batch_s),
-    ]
-    if trajs:
-        report.rows += [
-            plain_row("  episode wall p50 (2 model calls)", "s", p50([t.wall_s for t in trajs])),
-            plain_row("  rollout end to end p50", "s", p50([s for _, s in done])),
-            plain_row(
-                f"  model call p50 (ttft {TTFT_S:g} s)",
-                "s",
-                p50([turn.completion.latency_s for turn in turns]),
-            ),
-            plain_row("  pause + resume per turn p50", "ms", p50(freeze_thaw) * 1e3),
+async def bench_concurrent(cfg: Config, report: Report) -> None:
+    """``cfg.concurrent`` rollouts at once, several rounds of them, today's path against
+    the previous one in the same run."""
+    n, total = cfg.concurrent, cfg.concurrent * cfg.rounds
+    figures: dict[str, dict[str, Any]] = {}
+    for mode in ("previous", "recycled"):
+        step(
+            f"concurrent rollouts ({mode}): {total} rollout() calls, {n} at once, 2 turns, "
+            f"model ttft {TTFT_S:g} s"
+        )
+        done, failures, batch_s, requests = await concurrent_batch(
+            n, total, recycle=mode == "recycled"
+        )
+        trajs = [t for t, _ in done]
+        turns = [turn for t in trajs for turn in t.turns]
+        # model_s = pause + queue + the call + resume: what the call itself does not explain
+        freeze_thaw = [
+            turn.model_s - turn.completion.latency_s - turn.completion.queued_s for turn in turns
         ]
-    if failures or rewarded != n:
+        wall = sum(t.wall_s for t in trajs)
+        figures[mode] = {
+            "completed": len(trajs),
+            "rewarded": sum(1 for t in trajs if t.reward == 1.0),
+            "failures": failures,
+            "requests": requests,
+            "batch_s": batch_s,
+            "per_s": len(trajs) / batch_s,
+            "paused_fraction": sum(t.paused_s for t in trajs) / wall if wall else 0.0,
+            "episode_wall": summary([t.wall_s for t in trajs]) if trajs else None,
+            "rollout_end_to_end": summary([s for _, s in done]) if done else None,
+            "pause_resume_per_turn": summary(freeze_thaw) if turns else None,
+        }
+    report.details["concurrent"] = {"n": n, "total": total, "ttft_s": TTFT_S, **figures}
+    new, old = figures["recycled"], figures["previous"]
+    label = "previous path (no recycling, the engine's pause) in the same run"
+    report.rows += [
+        relative_row(
+            f"throughput, {n} at once ({total} rollouts)",
+            "/s",
+            new["per_s"],
+            old["per_s"],
+            label,
+            "≥ 2×",
+            new["per_s"] >= 2 * old["per_s"],
+        ),
+        relative_row(
+            "  time paused: sum(paused_s) / sum(wall_s)",
+            "%",
+            new["paused_fraction"] * 100,
+            old["paused_fraction"] * 100,
+            label,
+            "≥ 90%",
+            new["paused_fraction"] >= 0.9,
+        ),
+        relative_row(
+            "  rollout end to end p50",
+            "s",
+            new["rollout_end_to_end"]["p50"] if new["rollout_end_to_end"] else 0.0,
+            old["rollout_end_to_end"]["p50"] if old["rollout_end_to_end"] else 0.0,
+            label,
+        ),
+        relative_row(
+            "  pause + resume per turn p50",
+            "ms",
+            new["pause_resume_per_turn"]["p50"] * 1e3 if new["pause_resume_per_turn"] else 0.0,
+            old["pause_resume_per_turn"]["p50"] * 1e3 if old["pause_resume_per_turn"] else 0.0,
+            label,
+        ),
+        plain_row(
+            f"rollouts with reward 1.0 (of {total}, each way)",
+            "",
+            min(new["rewarded"], old["rewarded"]),
+            f"= {total}",
+            new["rewarded"] == old["rewarded"] == total,
+        ),
+    ]
+    bad = [m for m, f in figures.items() if f["failures"] or f["rewarded"] != total]
+    if bad:
         raise RuntimeError(
-            f"{len(failures)} rollouts failed, {len(trajs) - rewarded} scored below 1.0: "
-            + "; ".join(failures[:3])
+            "; ".join(
+                f"{m}: {len(figures[m]['failures'])} failed, {figures[m]['rewarded']}/{total} "
+                f"rewarded: {figures[m]['failures'][:2]}"
+                for m in bad
+            )
         )
 
 
@@ -416,13 +479,11 @@ def show(report: Report) -> None:
 async def run_all(cfg: Config) -> Report:
     """Every section of this benchmark, in order, on the engine's host."""
     report = await start_report(await get_engine())
-    await run_sections(
-        report,
-        [
-            ("group", lambda: bench_group(cfg, report)),
-            ("concurrent", lambda: bench_concurrent(cfg, report)),
-        ],
-    )
+    sections = [
+        ("group", lambda: bench_group(cfg, report)),
+        ("concurrent", lambda: bench_concurrent(cfg, report)),
+    ]
+    await run_sections(report, [s for s in sections if cfg.only in (None, s[0])])
     return report
 
 

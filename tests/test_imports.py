@@ -25,7 +25,7 @@ PUBLIC = {
         "ExecResult", "Limits", "Rollout", "Sandbox", "SandboxBackend", "SandboxError",
         "SandboxPool", "SandboxSpec", "SandboxUnavailable", "Snapshot", "SuspendedRollout",
         "Task", "Trajectory", "__version__", "create", "fork", "get_backend", "load_task",
-        "resume", "rollout",
+        "recycling", "resume", "rollout",
         "rollout_group", "rollout_group_sync", "rollout_sync", "sandbox", "start", "stream",
     ],
     agentenv.model: [
@@ -38,11 +38,11 @@ PUBLIC = {
     ],
     sys.modules["agentenv.sandbox"]: [  # `agentenv.sandbox` is also a function's name
         "ArchiveTooLarge", "EngineUnavailable", "ExecResult", "ExecUserError", "FileTooLarge",
-        "ImageUnavailable", "Leftover",
+        "ImageUnavailable", "Leftover", "Recycler",
         "Sandbox", "SandboxBackend", "SandboxClosed", "SandboxError", "SandboxPaused",
         "SandboxPool", "SandboxSpec", "SandboxUnavailable", "Snapshot", "attach",
-        "backend_names", "create", "default_backend", "fork", "get_backend",
-        "remove_snapshot", "sandbox",
+        "backend_names", "create", "default_backend", "fork", "get_backend", "hand_back",
+        "handed_back", "recycling", "remove_snapshot", "reuse_or_create", "sandbox",
     ],
     agentenv.testing: ["Fault", "K3Server", "ScriptedToolCall", "ScriptedTurn"],
 }  # fmt: skip

@@ -45,7 +45,10 @@ from agentenv.sandbox import (
     Snapshot,
     create,
     default_backend,
+    hand_back,
+    handed_back,
     remove_snapshot,
+    reuse_or_create,
 )
 from agentenv.sandbox.errors import ArchiveTooLarge, EngineUnavailable, SandboxUnavailable
 from agentenv.sandbox.images import BASE_IMAGE, dockerfile_image
@@ -77,6 +80,13 @@ class Prepared(BaseModel):
     def agent_user(self) -> str:
         """``uid:gid`` of the agent (``0:0`` when the task asks for root)."""
         return _ROOT if self.task.user == "root" else self.task.user
+
+    @property
+    def recyclable(self) -> bool:
+        """Whether its sandboxes may be kept for another episode (within a
+        :func:`~agentenv.sandbox.recycling` block): not when made from its snapshot, which
+        :func:`release` removes."""
+        return self.snapshot is None
 
 
 class Final(BaseModel):
@@ -305,8 +315,11 @@ async def release(prepared: Prepared) -> None:
 
 
 async def start_sandbox(prepared: Prepared, *, outlive_owner: bool = False) -> Sandbox:
-    """A new agent sandbox at the prepared state; the caller closes it."""
-    box = await create(agent_spec(prepared, outlive_owner=outlive_owner))
+    """An agent sandbox at the prepared state, new or (within a
+    :func:`~agentenv.sandbox.recycling` block) recycled; the caller closes it or hands it
+    back."""
+    spec = agent_spec(prepared, outlive_owner=outlive_owner)
+    box = await (create(spec) if outlive_owner else reuse_or_create(spec))
     try:
         await box.upload_tar(prepared.workspace, prepared.task.workdir)
     except BaseException:
@@ -372,7 +385,7 @@ class CheckerAhead:
         task = self._prepared.task
         try:
             prepared = self._prepared
-            box = await create(checker_spec(prepared.image, task, prepared.backend))
+            box = await reuse_or_create(checker_spec(prepared.image, task, prepared.backend))
             try:
                 await box.pause()
             except BaseException:
@@ -398,10 +411,10 @@ class CheckerAhead:
         return box
 
     async def discard(self) -> None:
-        """Remove it if nobody took it."""
+        """Hand it back (unused: recycled if recycling) if nobody took it."""
         await self._made.wait()
         if self._box is not None:
-            await self._box.close()
+            await hand_back(self._box, reusable=self._prepared.recyclable)
             self._box = None
 
 
@@ -435,12 +448,12 @@ async def _verify_in(
     task = prepared.task
     assert task.verifier is not None
     ws = Workspace(archive=workspace, workdir=task.workdir, agent_user=prepared.agent_user)
-    box = box or await create(checker_spec(image, task, prepared.backend))
-    try:
+    box = box or await reuse_or_create(checker_spec(image, task, prepared.backend))
+    # recycled only if the agent's code ran unprivileged in it (a root process could have
+    # tampered with what recycling keeps: init, the keep-alive), and not from a snapshot
+    reusable = prepared.agent_user != _ROOT and prepared.recyclable and image == prepared.image
+    async with handed_back(box, reusable=reusable):
         return await verify(box, task.verifier, ws, tests=task.tests, prepared=prepared.workspace)
-    finally:
-        with anyio.CancelScope(shield=True):
-            await box.close()
 
 
 async def verify_final(
@@ -519,7 +532,7 @@ async def run_task(
         async with checker_ahead(prepared) as ahead:
             with timer("create"):
                 box = await start_sandbox(prepared)
-            async with box:
+            async with handed_back(box, reusable=prepared.recyclable):
                 with timer("loop"):
                     traj = await run_episode(
                         model,

@@ -43,7 +43,7 @@ from agentenv.runner.results import (
 )
 from agentenv.runner.retries import EpisodeSettings, run_episode_with_retries
 from agentenv.runner.summary import Row, summarize
-from agentenv.sandbox import SandboxError, gc, get_backend
+from agentenv.sandbox import SandboxError, gc, get_backend, recycling
 from agentenv.sandbox.labels import job_scope, run_id
 from agentenv.tasks import Task, load_tasks, task_digest
 from agentenv.verify import Score
@@ -205,7 +205,9 @@ async def run_eval(
     report()
     try:
         with job_scope(job_id(out)):
-            async with anyio.create_task_group() as tg:
+            # a finished episode's sandboxes are made as new for the next (a container's
+            # create and remove cost far more than a recycle)
+            async with recycling(), anyio.create_task_group() as tg:
                 for task, sample in todo:
                     tg.start_soon(one, task, sample)
     finally:

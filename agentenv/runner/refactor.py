@@ -60,7 +60,7 @@ from agentenv.runner.repos import (
     git,
     ref_format_problem,
 )
-from agentenv.sandbox import FileTooLarge
+from agentenv.sandbox import FileTooLarge, recycling
 from agentenv.sandbox.images import BASE_IMAGE
 from agentenv.tasks import Task
 from agentenv.verify import CommandCheck, Score
@@ -521,7 +521,7 @@ async def run_refactor(
             on_done(result)
 
     try:
-        async with anyio.create_task_group() as tg:
+        async with recycling(), anyio.create_task_group() as tg:
             for entry in repos:
                 if entry.name not in done:
                     tg.start_soon(one, entry)

@@ -34,7 +34,14 @@ from agentenv.runner.episode import (
     verify_final,
 )
 from agentenv.runner.outcomes import classify
-from agentenv.sandbox import Sandbox, SandboxPool, SandboxSpec, attach
+from agentenv.sandbox import (
+    Sandbox,
+    SandboxPool,
+    SandboxSpec,
+    attach,
+    handed_back,
+    recycling,
+)
 from agentenv.tasks import Task
 
 log = get_logger(__name__)
@@ -163,7 +170,7 @@ async def rollout_group(
 
     t1 = time.monotonic()
     try:
-        async with anyio.create_task_group() as tg:
+        async with recycling(), anyio.create_task_group() as tg:
             for i in range(n):
                 tg.start_soon(one, i)
     finally:
@@ -205,7 +212,8 @@ async def stream(
             await send.send(traj)
 
     async def produce() -> None:
-        async with send, anyio.create_task_group() as inner:
+        # recycling in this task and the rollouts it starts (not in the consumer's)
+        async with send, recycling(), anyio.create_task_group() as inner:
             for task in tasks:
                 for _ in range(n):
                     inner.start_soon(one, task)
@@ -312,7 +320,9 @@ class Rollout:
     async def finish(self, *, ahead: CheckerAhead | None = None) -> Trajectory:
         """Take the final workspace, remove the sandbox, and verify it in a new checker
         sandbox (the one made ``ahead``, if given), filling in the reward."""
-        async with self.box:
+        # a sandbox made to outlive this process is not kept for another episode
+        reusable = self.prepared.recyclable and not self.box.spec.outlive_owner
+        async with handed_back(self.box, reusable=reusable):
             final = await finish(self.box, self.prepared)
         self.trajectory.score = await verify_final(self.prepared, final, ahead=ahead)
         return self.trajectory

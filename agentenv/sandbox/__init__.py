@@ -2,10 +2,11 @@
 thinks, and can be snapshotted and forked. Nothing here knows about models.
 
 Code above this package names only what is exported here: the :class:`Sandbox` protocol,
-:class:`SandboxSpec`, and the backend seam's functions (:func:`create`, :func:`attach`,
-:func:`fork`, :func:`remove_snapshot`, :func:`get_backend`). The backends themselves live in
-``agentenv.sandbox.docker`` and ``agentenv.sandbox.podman`` and are loaded when first asked
-for by name."""
+:class:`SandboxSpec`, the backend seam's functions (:func:`create`, :func:`attach`,
+:func:`fork`, :func:`remove_snapshot`, :func:`get_backend`), and recycling between episodes
+(:func:`recycling`, :func:`reuse_or_create`, :func:`hand_back`). The backends themselves
+live in ``agentenv.sandbox.docker`` and ``agentenv.sandbox.podman`` and are loaded when
+first asked for by name."""
 
 from agentenv.sandbox.backend import (
     Leftover,
@@ -32,6 +33,13 @@ from agentenv.sandbox.errors import (
 )
 from agentenv.sandbox.pool import SandboxPool
 from agentenv.sandbox.protocol import ExecResult, Sandbox, Snapshot
+from agentenv.sandbox.recycling import (
+    Recycler,
+    hand_back,
+    handed_back,
+    recycling,
+    reuse_or_create,
+)
 from agentenv.sandbox.spec import SandboxSpec
 
 __all__ = [
@@ -42,6 +50,7 @@ __all__ = [
     "FileTooLarge",
     "ImageUnavailable",
     "Leftover",
+    "Recycler",
     "Sandbox",
     "SandboxBackend",
     "SandboxClosed",
@@ -57,6 +66,10 @@ __all__ = [
     "default_backend",
     "fork",
     "get_backend",
+    "hand_back",
+    "handed_back",
+    "recycling",
     "remove_snapshot",
+    "reuse_or_create",
     "sandbox",
 ]

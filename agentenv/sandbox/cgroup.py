@@ -12,11 +12,13 @@ from pathlib import Path
 
 import anyio
 
-_ROOT = Path("/sys/fs/cgroup")
+ROOT = Path("/sys/fs/cgroup")
+"""Where the host's cgroup filesystem is."""
 
 
-def _places(container_id: str) -> tuple[str, ...]:
-    """Where Docker's and Podman's cgroupfs and systemd drivers put a container's cgroup."""
+def places(container_id: str) -> tuple[str, ...]:
+    """Where Docker's and Podman's cgroupfs and systemd drivers put a container's cgroup
+    (relative to a hierarchy's root)."""
     return (
         f"docker/{container_id}",
         f"system.slice/docker-{container_id}.scope",
@@ -28,13 +30,13 @@ def _places(container_id: str) -> tuple[str, ...]:
 def _candidates(container_id: str, root: Path) -> list[tuple[Path, str]]:
     """(file, format) pairs for Docker's and Podman's cgroupfs and systemd drivers, cgroup
     v1 and v2."""
-    places = _places(container_id)
-    v1 = [root / c / p / "cpuacct.usage" for c in ("cpuacct", "cpu,cpuacct") for p in places]
-    v2 = [root / p / "cpu.stat" for p in places]
+    found = places(container_id)
+    v1 = [root / c / p / "cpuacct.usage" for c in ("cpuacct", "cpu,cpuacct") for p in found]
+    v2 = [root / p / "cpu.stat" for p in found]
     return [(f, "v1") for f in v1] + [(f, "v2") for f in v2]
 
 
-def cpu_usage_ns(container_id: str, root: Path = _ROOT) -> int | None:
+def cpu_usage_ns(container_id: str, root: Path = ROOT) -> int | None:
     """CPU time used by the container's processes, in ns; ``None`` if not readable here."""
     for path, kind in _candidates(container_id, root):
         try:
@@ -50,12 +52,12 @@ def cpu_usage_ns(container_id: str, root: Path = _ROOT) -> int | None:
     return None
 
 
-def freezer(container_id: str, root: Path = _ROOT) -> Path | None:
+def freezer(container_id: str, root: Path = ROOT) -> Path | None:
     """The file that freezes the container's cgroup without the engine: cgroup v1's
     ``freezer.state`` or v2's ``cgroup.freeze``, for Docker's and Podman's cgroupfs and
     systemd drivers; ``None`` when there is none we may write here (a remote engine, a
     read-only /sys/fs/cgroup)."""
-    for place in _places(container_id):
+    for place in places(container_id):
         for path in (root / "freezer" / place / "freezer.state", root / place / "cgroup.freeze"):
             if path.is_file() and os.access(path, os.W_OK):
                 return path

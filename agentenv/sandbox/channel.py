@@ -44,16 +44,17 @@ _BOOTSTRAP = (
     " b+=c\n"
     "exec(compile(b,'agentenv-executor','exec'))\n"
 )
-# The interpreter by absolute path, never through the sandbox's PATH (a root agent could
-# put its own python3 first): the usual places, in order. Isolated (-I): the working
-# directory (a workspace with a json.py, say) and PYTHON* variables never reach sys.path.
-_PYTHON = [
+PYTHON_ARGV = [
     "/bin/sh",
     "-c",
     'for p in /usr/bin/python3 /usr/local/bin/python3 /bin/python3; do [ -x "$p" ] && exec "$p"'
     ' -I -c "$0" "$1"; done; echo "agentenv: no python3" >&2; exit 127',
 ]
-EXECUTOR_ARGV = [*_PYTHON, _BOOTSTRAP, _SOURCE_SIZE]
+"""``[*PYTHON_ARGV, CODE, ARG]`` runs Python ``CODE`` with one argument in a sandbox: the
+interpreter by absolute path, never through the sandbox's PATH (an agent could put its own
+python3 first), the usual places in order; isolated (-I), so the working directory (a
+workspace with a json.py, say) and PYTHON* variables never reach sys.path."""
+EXECUTOR_ARGV = [*PYTHON_ARGV, _BOOTSTRAP, _SOURCE_SIZE]
 """The command that starts an executor in a sandbox: it reads its source from stdin."""
 
 _OS_ERRORS: dict[str, type[OSError]] = {

@@ -30,6 +30,7 @@ from agentenv.agent.loop import Limits, Trajectory
 from agentenv.agent.policies import ScriptedModel, null, oracle
 from agentenv.model.types import Completion, ToolCall
 from agentenv.runner.episode import run_task
+from agentenv.sandbox import recycling
 from agentenv.tasks import Task, load_task
 
 ENVIRONMENTS = Path(__file__).resolve().parents[2] / "environments"
@@ -242,6 +243,7 @@ class Battery:
     seconds: dict[str, float] = field(default_factory=dict)
     nulls: dict[str, Trajectory] = field(default_factory=dict)
     null_errors: dict[str, str] = field(default_factory=dict)
+    recycled: int = 0  # episodes whose sandbox had served an earlier one
 
     def result(self, name: str) -> Any:
         if name in self.errors:
@@ -308,11 +310,15 @@ async def run_battery(names: list[str], tmp_root: Path) -> Battery:
                 battery.errors[name] = traceback.format_exc()[-3000:]
             battery.seconds[name] = time.monotonic() - started
 
-    async with anyio.create_task_group() as tg:
+    # every episode hands its sandboxes back to one recycler: an attack's sandboxes, agent's
+    # and checker's, serve later attacks, nulls and oracles on the same task, so each verdict
+    # here is also a check that recycling leaves nothing an attack did behind
+    async with recycling() as recycler, anyio.create_task_group() as tg:
         for t in tasks:
             tg.start_soon(one_null, t)
         for n in sorted(names, key=lambda n: not SCENARIOS[n].slow):
             tg.start_soon(one, n)
+    battery.recycled = recycler.reused
     report = os.environ.get("AGENTENV_SECURITY_REPORT")
     if report:  # what each scenario did, for whoever reads the suite's failures
         Path(report).write_text(battery.summary())

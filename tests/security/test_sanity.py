@@ -11,6 +11,7 @@ from agentenv.agent.loop import Trajectory
 from agentenv.agent.policies import oracle
 from agentenv.runner.episode import run_task
 from tests.security.harness import (
+    CONCURRENCY,
     TARGETED_TASKS,
     Battery,
     assert_graded,
@@ -111,3 +112,11 @@ def test_sanity_partial_credit_top_ips(battery: Battery) -> None:
     traj = battery.result("test_sanity_partial_credit_top_ips")
     assert_graded(traj, "partial top-error-ips")
     assert traj.reward is not None and abs(traj.reward - 1 / 3) < 1e-9, describe(traj)
+
+
+def test_sanity_the_battery_ran_in_recycled_sandboxes(battery: Battery) -> None:
+    # with more episodes than run at once, later ones got sandboxes earlier ones (attacks
+    # among them) handed back: every verdict above was also reached in recycled sandboxes
+    assert battery.recycled > 0 or len(battery.results) <= 2 * CONCURRENCY, battery.recycled
+    for name, traj in sorted(battery.nulls.items()):
+        assert traj.reward == 0.0, f"null on {name}: {describe(traj)}"

@@ -32,12 +32,14 @@ from agentenv.sandbox.container import (
     FrozenBy,
     explain_failure,
     freeze,
+    recycle,
     sandbox_labels,
     set_frozen,
     snapshot_labels,
     thaw,
     thaw_before_removal,
     who_froze,
+    writable_mounts,
 )
 from agentenv.sandbox.errors import (
     ArchiveTooLarge,
@@ -418,6 +420,34 @@ class PodmanSandbox:
             return None
         except SandboxError as e:
             raise SandboxUnavailable(f"sandbox {self.id[:12]}: {e}") from e
+
+    async def recycle(self) -> bool:
+        """Make the sandbox as a new one of its spec would be, for another episode (see
+        :func:`~agentenv.sandbox.container.recycle`): ``True`` if it now is, running;
+        ``False`` if it cannot be (not read-only, not frozen here, something left), and
+        then the caller closes it. Only for a sandbox whose untrusted code ran unprivileged:
+        a root process could have tampered with the keep-alive that is kept."""
+        if self._closed or (self._paused and self._frozen_by != "cgroup"):
+            return False
+        self._executors.close()
+        self._executors = Executors(self._new_channel, self._unavailable)
+        self._executor_pending = False
+        try:
+            info = await _inspect(self.id)
+            init_pid = int((info.get("State") or {}).get("Pid") or 0)
+        except (SandboxError, OSError) as e:
+            log.info("sandbox.recycle_failed", id=self.id[:12], error=str(e))
+            return False
+        self._paused = False  # the kill thaws it (or, failing, leaves it to be closed)
+        ok = await recycle(
+            self.id,
+            self.spec,
+            init_pid,
+            writable_mounts(info),
+            self._start_executor,
+            lambda argv: self.exec(argv, timeout=120),
+        )
+        return ok and self.exec_mode == "fast"
 
     async def cpu_usage_ns(self) -> int:
         """CPU time used by everything in the sandbox so far, in ns (the cgroup's counter)."""
