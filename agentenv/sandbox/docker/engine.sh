@@ -60,8 +60,13 @@ rm -f /var/run/docker.pid /var/run/docker.sock /var/run/docker/containerd/contai
 
 say "starting dockerd (log: $LOG)"
 # Docker's own service file lifts the open-files limit: dockerd holds ~13 fds per sandbox
-# (bench/hold.py), so a shell's default would cap how many sandboxes can be held at once
-(ulimit -n 1048576 2>/dev/null || true; exec nohup dockerd >>"$LOG" 2>&1 </dev/null) &
+# (bench/hold.py), so a shell's default caps how many sandboxes can be held at once. Where
+# the hard limit cannot be raised (no CAP_SYS_RESOURCE), say what it allows.
+if ! (ulimit -n 1048576) 2>/dev/null; then
+  files=$(ulimit -Hn)
+  say "dockerd may open at most $files files here: about $((files / 13)) sandboxes at once"
+fi
+(ulimit -n 1048576 2>/dev/null || ulimit -n "$(ulimit -Hn)"; exec nohup dockerd >>"$LOG" 2>&1 </dev/null) &
 for _ in $(seq 1 120); do
   engine_up && exit 0
   sleep 0.5
