@@ -50,7 +50,7 @@ def start_script(script: str, run_id: str) -> tuple[subprocess.Popen[str], str]:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env={**os.environ, "AGENTENV_RUN_ID": run_id},
+        env={**os.environ, "AGENTENV_RUN_ID": run_id, "PYTHONFAULTHANDLER": "1"},
     )
     assert proc.stdout is not None and proc.stderr is not None
     line = proc.stdout.readline().strip()
