@@ -6,7 +6,6 @@ the next episode of the spec. On whichever backend the run uses."""
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -194,7 +193,7 @@ async def test_an_image_volume_is_never_recycled(tmp_path: Path) -> None:
         f"FROM {BASE_IMAGE}\nRUN mkdir -p /var/cache/app && chmod 1777 /var/cache/app\n"
         "VOLUME /var/cache/app\n"
     )
-    spec = AGENT.model_copy(update={"image": f"agentenv-test/volume:{os.getpid()}"})
+    spec = AGENT.model_copy(update={"image": "agentenv-test/volume:recycling"})
     spec = spec.model_copy(update={"dockerfile": dockerfile})
     async with await create(spec) as box:
         assert (await box.exec("echo planted > /var/cache/app/note")).ok
