@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import anyio
 import pytest
@@ -128,7 +129,10 @@ async def test_fork_bomb_is_contained_and_sandbox_still_closes() -> None:
     assert sandbox.id not in {r.id for r in get_backend(sandbox.spec.backend).leftovers()}
 
 
-async def test_memory_hog_is_oom_killed_and_reported() -> None:
+async def test_memory_hog_is_oom_killed_and_reported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # where the user ran agentenv: nothing is left there
     async with await create(SandboxSpec(memory="128m")) as sandbox:
         hog = await sandbox.exec("python3 -c 'b = bytearray(1 << 30); print(len(b))'", timeout=60)
         assert hog.exit_code == 137
@@ -136,6 +140,7 @@ async def test_memory_hog_is_oom_killed_and_reported() -> None:
         assert "1073741824" not in hog.stdout
         # Only the hog died: the sandbox goes on.
         assert (await sandbox.exec("echo alive")).stdout == "alive\n"
+    assert list(tmp_path.iterdir()) == []  # Podman's conmon wrote an `oom` file here
 
 
 async def test_cpu_limit_is_enforced() -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import tempfile
 
 import anyio
 
@@ -29,6 +30,15 @@ def podman_path() -> str:
     return found
 
 
+def podman_cwd() -> str:
+    """The working directory ``podman`` runs in: conmon writes an empty file ``oom`` into
+    its caller's working directory when a container's process is OOM-killed, which would
+    litter whatever folder the user ran agentenv from."""
+    folder = os.path.join(tempfile.gettempdir(), f"agentenv-podman-{os.getuid()}")
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    return folder
+
+
 def _error(args: list[str], code: int, stderr: bytes) -> SandboxError:
     said = stderr.decode(errors="replace").strip().removeprefix("Error: ")
     if "no such container" in said or "no such image" in said or "image not known" in said:
@@ -41,7 +51,7 @@ async def podman(*args: str, input: bytes | None = None, check: bool = True) -> 
     :class:`SandboxError` (it failed), :class:`EngineUnavailable` (not installed)."""
     cmd = [podman_path(), *args]
     try:
-        done = await anyio.run_process(cmd, input=input, check=False)
+        done = await anyio.run_process(cmd, input=input, check=False, cwd=podman_cwd())
     except OSError as e:
         raise EngineUnavailable(f"cannot run podman: {e}") from e
     if check and done.returncode != 0:
@@ -51,7 +61,9 @@ async def podman(*args: str, input: bytes | None = None, check: bool = True) -> 
 
 def podman_sync(*args: str, check: bool = True) -> bytes:
     """:func:`podman` for blocking code (``gc``)."""
-    done = subprocess.run([podman_path(), *args], capture_output=True, check=False)
+    done = subprocess.run(
+        [podman_path(), *args], capture_output=True, check=False, cwd=podman_cwd()
+    )
     if check and done.returncode != 0:
         raise _error(list(args), done.returncode, done.stderr)
     return done.stdout

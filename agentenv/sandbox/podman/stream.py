@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 
 from agentenv.sandbox.channel import StreamClosed
+from agentenv.sandbox.podman.cli import podman_cwd
 
 _KILL_AFTER_S = 5.0  # a child that outlives closing its stdin this long is killed
 _REAPING: set[asyncio.Future[None]] = set()  # strong references to the reapers
@@ -30,6 +31,7 @@ class ProcessStream:
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
             limit=1 << 20,
+            cwd=podman_cwd(),  # podman's conmon may write a file there
         )
         return cls(process)
 
