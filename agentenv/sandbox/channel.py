@@ -16,7 +16,7 @@ import inspect
 import json
 import struct
 from pathlib import Path
-from typing import Any, Protocol
+from typing import IO, Any, Protocol
 
 import anyio
 
@@ -26,6 +26,7 @@ from agentenv.sandbox.protocol import ExecResult, OutputCallback
 _FRAME = struct.Struct(">II")
 _MAX_HEADER = 1 << 20
 MAX_PAYLOAD = 1 << 30
+_UPLOAD_CHUNK = 1 << 20
 """The largest payload a reply may carry (a file read whole): 1 GiB."""
 _SOURCE = (Path(__file__).parent / "executor_server.py").read_bytes()
 _SOURCE_SIZE = str(len(_SOURCE))
@@ -207,6 +208,32 @@ class ExecutorChannel:
         if reply.get("type") == "error":
             raise _error(reply)
         return reply, data
+
+    async def untar(self, dest: str, source: IO[bytes], size: int, *, make: bool) -> None:
+        """Extract the next ``size`` bytes of ``source`` (a tar) into the sandbox's folder
+        ``dest`` (made first with ``make``), streamed in chunks; executor-side errors become
+        ``OSError``/``ValueError``s."""
+        if self.broken:
+            raise ExecutorGone("channel is closed")
+        done = False
+        try:
+            await self._send({"op": "untar", "dest": dest, "size": size, "make": make})
+            left = size
+            while left:
+                chunk = source.read(min(_UPLOAD_CHUNK, left))
+                if not chunk:  # the file shrank: the executor still waits for bytes
+                    raise OSError(f"the archive ended {left} bytes early")
+                await self._stream.send(chunk)
+                left -= len(chunk)
+            reply, _ = await self._read(0)
+            done = True
+        except StreamClosed as e:
+            raise ExecutorGone(f"executor stream ended: {e}", bytes(self._stream.stderr)) from e
+        finally:
+            if not done:  # cancelled or failed mid-request: the stream's state is unknown
+                self.close()
+        if reply.get("type") == "error":
+            raise _error(reply)
 
     async def exec(
         self, header: dict[str, Any], stdin: bytes | None, on_output: OutputCallback | None

@@ -426,9 +426,15 @@ class DockerSandbox:
         src = Path(src)
         if not src.exists():
             raise FileNotFoundError(2, "no such file or folder to upload", str(src))
+        owner = numeric_owner(self.spec.user)
+        if self.exec_mode == "fast":
+            with tempfile.TemporaryFile() as file:
+                await anyio.to_thread.run_sync(write_tar, file, src, owner)
+                file.seek(0)
+                await self._executors.untar(file, dest, make=True)
+            return
         made = await self.exec(["mkdir", "-p", "--", dest], timeout=60)
         raise_file_error(made, dest, {})
-        owner = numeric_owner(self.spec.user)
 
         def send() -> None:
             # Built in an unnamed file and sent from it in chunks, in a worker thread: a
@@ -445,9 +451,12 @@ class DockerSandbox:
 
     async def upload_tar(self, data: bytes | os.PathLike[str], dest: str) -> None:
         """Extract a tar archive (its bytes, or a host tar file's path: sent in chunks) into
-        the existing folder ``dest``; the engine keeps every entry inside the sandbox's
-        filesystem."""
+        the existing folder ``dest``, keeping every entry inside it: by an executor (see
+        :meth:`Executors.untar`), else by the engine."""
         self._check_usable()
+        if self.exec_mode == "fast":
+            await self._executors.untar(data, dest)
+            return
 
         def send() -> None:
             if isinstance(data, bytes):
@@ -518,6 +527,7 @@ class DockerSandbox:
             raise SandboxClosed(f"sandbox {self.id[:12]} is closed")
         if self._paused:
             return
+        self._executors.trim()
         self._frozen_by = await freeze(self.id, self.spec, self._set_frozen)
         self._paused = True
 

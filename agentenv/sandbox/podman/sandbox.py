@@ -10,12 +10,10 @@ the code says so; ``docs/backends.md`` lists the differences.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import resource
 import sys
-import tarfile
 import tempfile
 import time
 from pathlib import Path
@@ -49,7 +47,7 @@ from agentenv.sandbox.errors import (
     SandboxUnavailable,
 )
 from agentenv.sandbox.executors import Executors, check_exec_args
-from agentenv.sandbox.files import numeric_owner, raise_file_error, write_tar
+from agentenv.sandbox.files import numeric_owner, write_tar
 from agentenv.sandbox.labels import OWNER, SNAPSHOT_REPOSITORY
 from agentenv.sandbox.podman.cli import NoSuchObject, podman, podman_path
 from agentenv.sandbox.podman.images import resolve_image
@@ -269,54 +267,17 @@ class PodmanSandbox:
         src = Path(src)
         if not src.exists():
             raise FileNotFoundError(2, "no such file or folder to upload", str(src))
-        made = await self.exec(["mkdir", "-p", "--", dest], timeout=60)
-        raise_file_error(made, dest, {})
         with tempfile.TemporaryFile() as file:
             await anyio.to_thread.run_sync(write_tar, file, src, numeric_owner(self.spec.user))
             file.seek(0)
-            await self._copy_in(file, dest)
+            await self._executors.untar(file, dest, make=True)
 
     async def upload_tar(self, data: bytes | os.PathLike[str], dest: str) -> None:
-        """Extract a tar archive (its bytes, or a host tar file) into the folder ``dest``."""
+        """Extract a tar archive (its bytes, or a host tar file) into the folder ``dest``, by
+        an executor (see :meth:`Executors.untar`): ``podman cp`` would start a process of
+        its own, and it cannot write into a tmpfs it did not mount."""
         self._check_usable()
-        if isinstance(data, bytes):
-            with tempfile.TemporaryFile() as file:
-                file.write(data)
-                file.seek(0)
-                await self._copy_in(file, dest)
-            return
-        with open(data, "rb") as file:
-            await self._copy_in(file, dest)
-
-    async def _copy_in(self, file: IO[bytes], dest: str) -> None:
-        # --archive=false keeps the tar's owners (the default makes everything root's)
-        argv = [podman_path(), "cp", "--archive=false", "-", f"{self.id}:{dest}"]
-        # Podman stops reading at the end-of-archive blocks and then fails on the padding
-        # still being written ("read/write on closed pipe"; Python pads to 10 KiB): send the
-        # archive up to its last member, then the two end blocks, and no more.
-        end = await anyio.to_thread.run_sync(_archive_end, file)
-        async with await anyio.open_process(argv) as proc:
-            assert proc.stdin is not None and proc.stderr is not None
-            with contextlib.suppress(anyio.BrokenResourceError):  # it failed: said below
-                file.seek(0)
-                left = end
-                while left > 0:
-                    chunk = file.read(min(_CHUNK, left))
-                    if not chunk:
-                        break
-                    await proc.stdin.send(chunk)
-                    left -= len(chunk)
-                await proc.stdin.send(bytes(1024))
-            await proc.stdin.aclose()
-            said_bytes = b""
-            with contextlib.suppress(anyio.EndOfStream):
-                said_bytes = await proc.stderr.receive(1 << 16)
-            code = await proc.wait()
-        if code != 0:
-            said = said_bytes.decode(errors="replace").strip().removeprefix("Error: ")
-            if "no such file or directory" in said.lower() or "must be a directory" in said:
-                raise FileNotFoundError(2, "no such folder in the sandbox", dest)
-            raise await self._unavailable(SandboxError(f"podman cp into {dest}: {said}"))
+        await self._executors.untar(data, dest)
 
     async def download(self, path: str) -> bytes:
         """A tar archive of ``path`` (a file or a folder, under its own name); works paused."""
@@ -385,6 +346,7 @@ class PodmanSandbox:
             raise SandboxClosed(f"sandbox {self.id[:12]} is closed")
         if self._paused:
             return
+        self._executors.trim()
         self._frozen_by = await freeze(self.id, self.spec, self._set_frozen)
         self._paused = True
 
@@ -477,16 +439,6 @@ class PodmanSandbox:
         )
 
 
-def _archive_end(file: IO[bytes]) -> int:
-    """Where the tar in ``file`` ends: after its last member's data (headers are read,
-    data skipped). Blocking."""
-    file.seek(0)
-    with tarfile.open(fileobj=file, mode="r:") as tar:
-        for _ in tar:
-            pass
-        return int(tar.offset)
-
-
 async def _inspect(container_id: str) -> dict[str, Any]:
     found = json.loads(await podman("container", "inspect", container_id))
     info: dict[str, Any] = found[0] if isinstance(found, list) else found
@@ -522,9 +474,11 @@ def _create_args(spec: SandboxSpec, image: str) -> list[str]:
     if "runtime" in spec.options:
         args += ["--runtime", spec.options["runtime"]]
     if spec.read_only:
-        # Podman's tmpfs mounts copy the image's folder in (Docker's tmpfs volumes start empty)
+        # Podman's tmpfs mounts copy the image's folder in unless told not to; Docker's
+        # start empty, and so do ours on both (the workspace is uploaded into them)
         args += ["--read-only", "--read-only-tmpfs=false"]
-        args += ["--tmpfs", f"/tmp:rw,exec,nosuid,nodev,size={spec.tmp_size},mode=1777"]
+        common = "rw,exec,nosuid,nodev,notmpcopyup"
+        args += ["--tmpfs", f"/tmp:{common},size={spec.tmp_size},mode=1777"]
         for target in (spec.workdir, *spec.scratch):
-            args += ["--tmpfs", f"{target}:rw,exec,nosuid,nodev,size={spec.disk},mode=0755"]
+            args += ["--tmpfs", f"{target}:{common},size={spec.disk},mode=0755"]
     return [*args, image]
