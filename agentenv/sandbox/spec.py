@@ -115,6 +115,13 @@ class SandboxSpec(BaseModel):
         None, description="built (context: its folder) when the image is absent and unpullable"
     )
     cpus: float = Field(1.0, gt=0, le=256, description="CPU cores the sandbox may use")
+    cpu_shares: int = Field(
+        1024,
+        ge=2,
+        le=262144,
+        description="its weight when the host's cores are contended, against other "
+        "sandboxes' (the engines' cpu-shares; 1024 is their default); no effect on idle cores",
+    )
     memory: int = Field(4 << 30, description="memory limit in bytes (accepts '512m', '4g')")
     pids_limit: int = Field(1024, ge=8, le=1 << 22, description="max processes and threads")
     network: str = Field("none", description="'none' (default), 'bridge' or a network name")

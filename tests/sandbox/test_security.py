@@ -10,9 +10,11 @@ from pathlib import Path
 import anyio
 import pytest
 
+from agentenv.runner.episode import CHECKER_CPU_SHARES, checker_spec
 from agentenv.sandbox import Sandbox, SandboxSpec, create, get_backend
 from agentenv.sandbox.docker import DockerSandbox, get_engine
 from agentenv.sandbox.labels import EXPIRES, KIND, OWNER, RUN
+from agentenv.tasks import load_task
 
 pytestmark = pytest.mark.anyio
 
@@ -91,6 +93,20 @@ async def test_limits_hold_inside_and_the_sandbox_is_labelled(box: Sandbox) -> N
     assert nnp.split() == ["NoNewPrivs:", "1"]
     row = {r.id: r for r in get_backend(box.spec.backend).leftovers()}[box.id]
     assert row.kind == "sandbox" and row.run and row.owner and row.expires > time.time()
+
+
+async def test_a_checker_yields_contended_cores_to_agents() -> None:
+    # the weight as the kernel holds it: cpu.shares (v1), or the engine's conversion of it to
+    # cpu.weight (v2: 1 + (shares - 2) * 9999 / 262142)
+    spec = SandboxSpec(cpu_shares=CHECKER_CPU_SHARES)
+    async with await create(spec) as box:
+        read = "cat /sys/fs/cgroup/cpu/cpu.shares 2>/dev/null || cat /sys/fs/cgroup/cpu.weight"
+        weight = int((await box.exec(read)).stdout)
+        v2 = 1 + (CHECKER_CPU_SHARES - 2) * 9999 // 262142
+        assert weight in (CHECKER_CPU_SHARES, v2)
+    task = load_task(Path(__file__).parents[2] / "environments" / "duration-parser")
+    checker = checker_spec(task.image, task, spec.backend)
+    assert checker.cpu_shares == CHECKER_CPU_SHARES < SandboxSpec().cpu_shares == 1024
 
 
 async def test_docker_sets_what_it_was_asked_to() -> None:

@@ -455,6 +455,7 @@ def _create_args(spec: SandboxSpec, image: str) -> list[str]:
         "--memory", str(spec.memory),
         "--memory-swap", str(spec.memory),  # no swap: a memory hog is OOM-killed
         "--cpus", str(spec.cpus),
+        "--cpu-shares", str(spec.cpu_shares),
         "--init",
         "--http-proxy=false",  # Podman copies the host's proxy variables in by default
         "--hostname", "sandbox",
