@@ -19,14 +19,16 @@ Measures, in one run, two figures of the RL API (``agentenv/runner/rollout.py``)
    then ``start_sandbox`` n times). Every reward must be 1.0.
 2. Throughput of many concurrent rollouts. N workers (``--concurrent``, 50) each run
    ``rollout()`` after ``rollout()`` until N x ``--rounds`` (6) are done, against the local
-   K3-compatible server with a time to first token of 1 s, through one shared
+   K3-compatible server (in a process of its own, as a remote endpoint is) with a time
+   to first token of 1 s, through one shared
    ``OpenAIChatModel`` whose ``AdaptiveLimit`` starts at 128 (so every request is in
    flight at once). The model answers from the number of assistant messages in the
    request: first a ``bash`` command, then ``write_file answer.txt`` and ``submit``. Run
    twice in one run: today's path (inside one ``recycling()`` block: an episode's agent
    and checker sandboxes are recycled for the next; the direct cgroup freezer) against
-   the previous path as the baseline (every sandbox created and removed, every pause the
-   engine's: ``AGENTENV_FREEZER=engine``). Reported for both: rollouts per second over
+   the previous path as the baseline (every sandbox created and removed, every pause and
+   upload the engine's: ``AGENTENV_FREEZER=engine``, ``AGENTENV_UPLOADS=engine``; the
+   checker's lower CPU weight is today's on both). Reported for both: rollouts per second over
    the whole batch, sum(paused_s) / sum(wall_s), end-to-end p50, pause + resume per turn,
    and that every rollout earned 1.0.
 
@@ -42,12 +44,15 @@ only by it.
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import sys
 import tempfile
 import time
-from contextlib import nullcontext, suppress
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext, suppress
 from dataclasses import dataclass
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
@@ -317,26 +322,59 @@ def two_turns(body: dict[str, Any]) -> ScriptedTurn:
     )
 
 
+def _serve(conn: Connection, ttft_s: float) -> None:
+    """The K3 server's process: says where it listens, serves until told to stop, then says
+    how many requests it answered."""
+    with K3Server(two_turns, ttft_s=ttft_s) as server:
+        conn.send(server.base_url)
+        conn.recv()
+        conn.send(len(server.requests))
+
+
+@contextmanager
+def k3_elsewhere(ttft_s: float) -> Iterator[tuple[str, list[int]]]:
+    """The local K3 server in a process of its own, as a real endpoint is: in this one, its
+    50 streaming threads would share the interpreter lock with the runner's event loop.
+    Yields its base URL and a list that gets the number of requests it answered."""
+    ctx = multiprocessing.get_context("spawn")
+    ours, theirs = ctx.Pipe()
+    server = ctx.Process(target=_serve, args=(theirs, ttft_s), daemon=True)
+    server.start()
+    answered: list[int] = []
+    try:
+        if not ours.poll(60):
+            raise RuntimeError("the K3 server's process did not start")
+        yield str(ours.recv()), answered
+        ours.send("stop")
+        if ours.poll(30):
+            answered.append(int(ours.recv()))
+    finally:
+        server.terminate()
+        server.join(10)
+
+
 async def concurrent_batch(
     n: int, total: int, *, recycle: bool
 ) -> tuple[list[tuple[Trajectory, float]], list[str], float, int]:
     """``total`` rollouts, ``n`` at a time (each of ``n`` workers starts the next as its
     last ends), against a model with a 1 s time to first token. With ``recycle``, inside
     one :func:`~agentenv.sandbox.recycling` block and with the direct freezer (today's
-    path); without, every sandbox created and removed and every pause the engine's (the
-    previous path, ``AGENTENV_FREEZER=engine``)."""
+    path); without, every sandbox created and removed, every pause and upload the
+    engine's (the previous path)."""
     done: list[tuple[Trajectory, float]] = []
     failures: list[str] = []
     left = [total]
-    previous = os.environ.pop("AGENTENV_FREEZER", None)
-    if not recycle:
+    switches = ("AGENTENV_FREEZER", "AGENTENV_UPLOADS")
+    previous = {name: os.environ.pop(name, None) for name in switches}
+    if not recycle:  # the path before issue 14: the engine freezes and uploads
         os.environ["AGENTENV_FREEZER"] = "engine"
+        os.environ["AGENTENV_UPLOADS"] = "engine"
     try:
         with tempfile.TemporaryDirectory(prefix="agentenv-bench-rl-") as tmp:
             task = write_task(Path(tmp) / "many", MANY_TOML, MANY_INSTRUCTION, {"notes.txt": NOTES})
-            with K3Server(two_turns, ttft_s=TTFT_S) as server:
+            with k3_elsewhere(TTFT_S) as (base_url, answered):
                 model = OpenAIChatModel(
-                    base_url=server.base_url,
+                    base_url=base_url,
                     api_key="x",
                     limit=AdaptiveLimit(LIMIT_INITIAL, maximum=LIMIT_MAX),
                 )
@@ -355,17 +393,23 @@ async def concurrent_batch(
                 try:
                     started = time.perf_counter()
                     reuse = recycling() if recycle else nullcontext()
-                    async with reuse, anyio.create_task_group() as tg:
+                    async with reuse as recycler, anyio.create_task_group() as tg:
                         for _ in range(n):
                             tg.start_soon(worker)
                     batch_s = time.perf_counter() - started
+                    if recycler is not None:
+                        step(
+                            f"  sandboxes: {recycler.created} created, {recycler.reused} "
+                            f"reused, {recycler.refused} closed when handed back"
+                        )
                 finally:
                     await model.aclose()
-                requests = len(server.requests)
+            requests = answered[0] if answered else -1
     finally:
-        os.environ.pop("AGENTENV_FREEZER", None)
-        if previous is not None:
-            os.environ["AGENTENV_FREEZER"] = previous
+        for name, value in previous.items():
+            os.environ.pop(name, None)
+            if value is not None:
+                os.environ[name] = value
     return done, failures, batch_s, requests
 
 
@@ -408,7 +452,7 @@ async def bench_concurrent(cfg: Config, report: Report) -> None:
         }
     report.details["concurrent"] = {"n": n, "total": total, "ttft_s": TTFT_S, **figures}
     new, old = figures["recycled"], figures["previous"]
-    label = "previous path"
+    label = "x"  # today's figure over the previous path's
     report.rows += [
         relative_row(
             f"throughput, {n} at once ({total} rollouts)",
@@ -473,8 +517,9 @@ def show(report: Report) -> None:
         fmt_ratio,
         "baseline = rollout_group(share_setup=False) in the same run: every sandbox runs the "
         "setup (make, ~2 s of CPU) itself, concurrently. 'by hand' rows repeat the shared "
-        "group's steps one at a time (GroupTimings does not split them). Concurrent rollouts "
-        "always pause, so those rows have no baseline.",
+        "group's steps one at a time (GroupTimings does not split them). Concurrent rows: "
+        "baseline = the previous path in the same run (no recycling; the engine pauses and "
+        "uploads: AGENTENV_FREEZER=engine, AGENTENV_UPLOADS=engine).",
     )
 
 
