@@ -60,12 +60,12 @@ log = get_logger(__name__)
 KEEP_FINAL_S = 14 * 86400.0  # how long a kept final state survives `agentenv gc`
 SETUP_TIMEOUT_S = 3600.0
 _ROOT = "0:0"
-CHECKER_CPU_SHARES = 256
-"""A checker sandbox's CPU weight, a quarter of an agent sandbox's: with many episodes at
+CHECKER_CPU_SHARES = 128
+"""A checker sandbox's CPU weight, an eighth of an agent sandbox's: with many episodes at
 once on few cores, an agent's command (which the model waits on, its sandbox running)
 goes before verification (batch work, whose result nobody waits on turn by turn). Weights
 only split contended cores: alone, a checker runs at full speed. Measured with bench/rl.py
-(50 at once, 2 cores): an agent's first command 145 ms p50 instead of 356 ms."""
+(50 at once, 2 cores): an agent's first command 93 ms p50 instead of 356 ms (256: 145 ms)."""
 
 
 class Prepared(BaseModel):
