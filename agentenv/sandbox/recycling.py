@@ -33,9 +33,12 @@ _current: ContextVar[Recycler | None] = ContextVar("agentenv_recycler", default=
 
 
 class Recycler:
-    """Idle recycled sandboxes, paused, by spec; at most ``max_idle`` of them in all."""
+    """Idle recycled sandboxes, paused, by spec. Without ``max_idle`` every clean sandbox
+    handed back is kept: never more than the block had at once (each was in use before it
+    went idle), so the host holds no more than at the block's busiest moment; with it, at
+    most that many wait idle, the rest are closed."""
 
-    def __init__(self, max_idle: int = 64):
+    def __init__(self, max_idle: int | None = None):
         self.max_idle = max_idle
         self.created = 0  # sandboxes made because none of the spec was idle
         self.reused = 0  # sandboxes handed out again
@@ -78,7 +81,8 @@ class Recycler:
             # past half its TTL, `agentenv gc` could take it from a later episode
             age = time.monotonic() - self._born.get(box.id, time.monotonic())
             young = age < box.spec.ttl_s / 2
-            if reusable and young and recycle is not None and self.idle < self.max_idle:
+            room = self.max_idle is None or self.idle < self.max_idle
+            if reusable and young and recycle is not None and room:
                 try:
                     # the next episode gets a handle of its own; this one (and any copy
                     # the last episode kept) refuses every call from now on, as a closed
@@ -108,7 +112,7 @@ class Recycler:
 
 
 @asynccontextmanager
-async def recycling(max_idle: int = 64) -> AsyncIterator[Recycler]:
+async def recycling(max_idle: int | None = None) -> AsyncIterator[Recycler]:
     """Recycle the sandboxes the episode lifecycle hands back within this block (and the
     tasks it starts); the idle ones are removed at its end. Nested blocks share the
     outermost one's."""

@@ -159,6 +159,18 @@ async def test_the_next_episode_of_the_spec_gets_the_same_container() -> None:
     assert idle_id not in _ours()  # the block's end removes what is idle
 
 
+async def test_idle_sandboxes_are_kept_up_to_what_the_block_had_or_max_idle() -> None:
+    # a burst of episodes ending together: every clean one is kept for the next burst
+    # (they were all running a moment before); with max_idle, the rest are closed
+    for cap, kept in ((None, 3), (1, 1)):
+        async with recycling(max_idle=cap) as recycler:
+            boxes = [await reuse_or_create(AGENT) for _ in range(3)]
+            for box in boxes:
+                await hand_back(box)
+            assert recycler.idle == kept and recycler.refused == 3 - kept
+            assert sum(box.id in _ours() for box in boxes) == kept
+
+
 async def test_outside_a_recycling_block_hand_back_closes() -> None:
     box = await reuse_or_create(AGENT)
     await hand_back(box)
