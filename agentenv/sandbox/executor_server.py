@@ -109,6 +109,11 @@ class _Input(object):
         return json.loads(header.decode("utf-8")), payload
 
 
+def _text(name):
+    """A file name for a JSON reply (bytes names are decoded, undecodable bytes replaced)."""
+    return name.decode("utf-8", "replace") if isinstance(name, bytes) else name
+
+
 def _write_all(data):
     view = memoryview(data)
     while view:
@@ -581,31 +586,69 @@ class _Bounded(object):
 
 
 _NOFOLLOW_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+_LATEST = 1 << 40  # seconds: times past this (or before the epoch) are clamped, as Docker does
+
+
+def _raw(text):
+    """A name as the bytes the archive held: UTF-8, undecodable bytes kept as they were
+    (whatever this Python's locale; 3.6 in a C locale would refuse any non-ASCII name)."""
+    return text.encode("utf-8", "surrogateescape")
 
 
 def _parts(name):
-    """An entry's path as folder names under the destination; refused if it leaves it."""
+    """An entry's path as folder names (bytes) under the destination; refused if it leaves
+    it."""
     parts = [p for p in name.split("/") if p not in ("", ".")]
     if name.startswith("/") or ".." in parts:
         raise ValueError("archive entry %r leaves the destination" % name)
-    return parts
+    return [_raw(p) for p in parts]
 
 
-def _open_parent(root_fd, parts):
-    """A descriptor of the folder holding ``parts[-1]``, each folder on the way opened
-    without following a symlink (so no entry is written outside the destination), and
-    made (0755) where missing."""
-    fd = os.dup(root_fd)
-    for part in parts[:-1]:
-        try:
-            nxt = os.open(part, _NOFOLLOW_DIR, dir_fd=fd)
-        except FileNotFoundError:
-            os.mkdir(part, 0o755, dir_fd=fd)
-            nxt = os.open(part, _NOFOLLOW_DIR, dir_fd=fd)
-        finally:
-            os.close(fd)
-        fd = nxt
-    return fd
+def _times(member):
+    try:
+        mtime = int(member.mtime)
+    except (OverflowError, ValueError):  # inf, nan
+        mtime = 0
+    mtime = min(max(mtime, 0), _LATEST)
+    return (mtime, mtime)
+
+
+class _Folders(object):
+    """Descriptors of the folders on the current entry's path, each opened without
+    following a symlink (so no entry is written outside the destination) and made (0755)
+    where missing. Kept from entry to entry: an archive lists a folder's entries together,
+    so a deep tree costs one open per folder, not one per folder per entry."""
+
+    def __init__(self, root_fd):
+        self.root_fd = root_fd
+        self.names = []
+        self.fds = []
+
+    def parent(self, parts):
+        """The descriptor of the folder holding ``parts[-1]`` (ours: do not close it)."""
+        want = parts[:-1]
+        keep = 0
+        while keep < min(len(want), len(self.names)) and want[keep] == self.names[keep]:
+            keep += 1
+        self._drop(keep)
+        for part in want[keep:]:
+            at = self.fds[-1] if self.fds else self.root_fd
+            try:
+                fd = os.open(part, _NOFOLLOW_DIR, dir_fd=at)
+            except FileNotFoundError:
+                os.mkdir(part, 0o755, dir_fd=at)
+                fd = os.open(part, _NOFOLLOW_DIR, dir_fd=at)
+            self.names.append(part)
+            self.fds.append(fd)
+        return self.fds[-1] if self.fds else self.root_fd
+
+    def _drop(self, keep):
+        while len(self.fds) > keep:
+            os.close(self.fds.pop())
+            self.names.pop()
+
+    def close(self):
+        self._drop(0)
 
 
 def _replace(name, fd, keep_dir):
@@ -644,92 +687,102 @@ def _extract(tar, root_fd, as_root):
     else is refused. Folders get their modes and times last, deepest first, as they may
     forbid writing into them."""
     folders = []
-    for member in tar:
-        parts = _parts(member.name)
-        if not parts:
-            continue  # the destination itself
-        fd = _open_parent(root_fd, parts)
-        name = parts[-1]
-        try:
-            if member.isdir():
-                if not _replace(name, fd, keep_dir=True):
-                    os.mkdir(name, 0o700, dir_fd=fd)
-                folders.append((parts, member))
-                continue
-            _replace(name, fd, keep_dir=False)
-            if member.isreg():
-                out = os.open(
-                    name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=fd
-                )
-                try:
-                    src = tar.extractfile(member)
-                    while True:
-                        chunk = src.read(1 << 20)
-                        if not chunk:
-                            break
-                        _write_fd(out, chunk)
-                    if as_root:
-                        _give(os.fchown, out, member)
-                    os.fchmod(out, member.mode & 0o7777)
-                    os.utime(out, (member.mtime, member.mtime))
-                finally:
-                    os.close(out)
-            elif member.issym():
-                os.symlink(member.linkname, name, dir_fd=fd)
-                if as_root:
-                    _give(os.chown, name, member, dir_fd=fd, follow_symlinks=False)
-                os.utime(name, (member.mtime, member.mtime), dir_fd=fd, follow_symlinks=False)
-            elif member.islnk():
-                target = _parts(member.linkname)
-                if not target:
-                    raise ValueError("hard link %r to the destination" % member.name)
-                src_fd = _open_parent(root_fd, target)
-                try:
-                    os.link(
-                        target[-1], name, src_dir_fd=src_fd, dst_dir_fd=fd, follow_symlinks=False
-                    )
-                finally:
-                    os.close(src_fd)
-            else:
-                raise ValueError("archive entry %r is not a file, folder or link" % member.name)
-        finally:
-            os.close(fd)
-    for parts, member in sorted(folders, key=lambda f: -len(f[0])):
-        parent = _open_parent(root_fd, parts)
-        try:
+    on_path = _Folders(root_fd)
+    try:
+        while True:
+            member = tar.next()
+            if member is None:
+                break
+            tar.members = []  # stream mode keeps every entry read: 100k entries, 60 MB
+            _extract_one(tar, member, on_path, root_fd, as_root, folders)
+        for parts, member in reversed(folders):  # listed parent first: children first
+            parent = on_path.parent(parts)
             fd = os.open(parts[-1], _NOFOLLOW_DIR, dir_fd=parent)
-        finally:
-            os.close(parent)
+            try:
+                if as_root:
+                    _give(os.fchown, fd, member)
+                os.fchmod(fd, member.mode & 0o7777)
+                os.utime(fd, _times(member))
+            finally:
+                os.close(fd)
+    finally:
+        on_path.close()
+
+
+def _extract_one(tar, member, on_path, root_fd, as_root, folders):
+    parts = _parts(member.name)
+    if not parts:
+        return  # the destination itself
+    fd = on_path.parent(parts)
+    name = parts[-1]
+    if member.isdir():
+        if not _replace(name, fd, keep_dir=True):
+            os.mkdir(name, 0o700, dir_fd=fd)
+        folders.append((parts, member))
+        return
+    _replace(name, fd, keep_dir=False)
+    if member.isreg():
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+        out = os.open(name, flags, 0o600, dir_fd=fd)
         try:
+            src = tar.extractfile(member)
+            while True:
+                chunk = src.read(1 << 20)
+                if not chunk:
+                    break
+                _write_fd(out, chunk)
             if as_root:
-                _give(os.fchown, fd, member)
-            os.fchmod(fd, member.mode & 0o7777)
-            os.utime(fd, (member.mtime, member.mtime))
+                _give(os.fchown, out, member)
+            os.fchmod(out, member.mode & 0o7777)
+            os.utime(out, _times(member))
         finally:
-            os.close(fd)
+            os.close(out)
+    elif member.issym():
+        os.symlink(_raw(member.linkname), name, dir_fd=fd)
+        if as_root:
+            _give(os.chown, name, member, dir_fd=fd, follow_symlinks=False)
+        os.utime(name, _times(member), dir_fd=fd, follow_symlinks=False)
+    elif member.islnk():
+        target = _parts(member.linkname)
+        if not target:
+            raise ValueError("hard link %r to the destination" % member.name)
+        # the target's folder, opened on its own: the entry's own folder stays as it is
+        targets = _Folders(root_fd)
+        try:
+            src_fd = targets.parent(target)
+            os.link(target[-1], name, src_dir_fd=src_fd, dst_dir_fd=fd, follow_symlinks=False)
+        finally:
+            targets.close()
+    else:
+        raise ValueError("archive entry %r is not a file, folder or link" % member.name)
 
 
 def do_untar(req, inp):
     """Extract the tar of ``size`` bytes that follows the request into the folder ``dest``
     (made first with ``make``), as the engine's archive upload does, but in this running
     process: no engine call, no process started. Its whole input is read even when it
-    fails, so the next request starts where it should."""
+    fails, so the next request starts where it should; any failure is a reply."""
     source = _Bounded(inp, int(req["size"]))
+    dest = _raw(req["dest"])
     try:
         if req.get("make"):
             try:
-                os.makedirs(req["dest"])
+                os.makedirs(dest)
             except FileExistsError:
                 pass
-        root_fd = os.open(req["dest"], os.O_RDONLY | os.O_DIRECTORY)
+        root_fd = os.open(dest, os.O_RDONLY | os.O_DIRECTORY)
         try:
             import tarfile
 
             try:
-                with tarfile.open(fileobj=source, mode="r|") as tar:
+                with tarfile.open(
+                    fileobj=source, mode="r|", encoding="utf-8", errors="surrogateescape"
+                ) as tar:
                     _extract(tar, root_fd, os.geteuid() == 0)
-            except (tarfile.TarError, EOFError) as e:
-                raise ValueError("not a readable tar archive: %s" % e) from e
+            except OSError:
+                raise
+            except Exception as e:  # a broken archive, or one this Python cannot take
+                raise ValueError("archive not extracted: %s: %s" % (type(e).__name__, e)) from e
         finally:
             os.close(root_fd)
     finally:
@@ -808,7 +861,7 @@ def main():
                     "error": type(e).__name__,
                     "errno": getattr(e, "errno", None),
                     "strerror": getattr(e, "strerror", None),
-                    "filename": getattr(e, "filename", None),
+                    "filename": _text(getattr(e, "filename", None)),
                     "message": str(e),
                 }
             )

@@ -21,6 +21,7 @@ import anyio
 from agentenv.sandbox.channel import MAX_PAYLOAD, ExecutorChannel, ExecutorGone, StreamClosed
 from agentenv.sandbox.errors import FileTooLarge, SandboxError
 from agentenv.sandbox.protocol import ExecResult, OutputCallback
+from agentenv.sandbox.spec import SandboxSpec
 
 # How long past a command's own timeout we wait for the executor before suspecting it.
 _EXEC_GRACE_S = 15.0
@@ -31,6 +32,19 @@ _SLOWEST_UPLOAD = 5e6  # bytes/s: an upload slower than this (past FILE_GUARD_S)
 
 StartExecutor = Callable[[], Awaitable[ExecutorChannel]]
 ExplainFailure = Callable[[BaseException], Awaitable[SandboxError]]
+
+
+_LAYING_OUT = frozenset({"CHOWN", "DAC_OVERRIDE", "FOWNER"})
+
+
+def untars(spec: SandboxSpec) -> bool:
+    """Whether uploads into a sandbox of ``spec`` go through its executor (see
+    :meth:`Executors.untar`): when its writable places are the ones agentenv made (read-only
+    root: the workdir and scratch folders start empty, owned by its user), or its user is a
+    root that may lay files out anywhere. Not in a writable image's folders for a user who
+    may not write them (a root without capabilities, the image's files owned by another
+    uid), where only the engine can put the files."""
+    return spec.read_only or set(spec.cap_add) >= _LAYING_OUT
 
 
 def check_exec_args(

@@ -154,7 +154,8 @@ async def test_no_entry_is_written_outside_the_destination(attack: str, root_box
     with pytest.raises(OSError):
         await root_box.upload_tar(_tar(ATTACKS[attack]), "/scratch/attack/dest")
     after = await root_box.exec(
-        "ls -A /scratch/attack/outside; ls -A /scratch/attack; stat -c %h /scratch/attack/outside/target"
+        "ls -A /scratch/attack/outside; ls -A /scratch/attack;"
+        " stat -c %h /scratch/attack/outside/target"
     )
     assert after.stdout.split() == ["target", "dest", "outside", "1"], after.stdout
     # the refused archive was read to its end: the next calls are in step
@@ -199,3 +200,33 @@ async def test_a_root_without_chown_says_which_entry_it_could_not_give() -> None
             await box.upload_tar(_tar([(_entry("theirs.txt", uid=1234), b"x")]), "/tmp")
         await box.upload_tar(_tar([(_entry("ours.txt"), b"x")]), "/tmp")  # root's: no chown
         assert await box.read_file("/tmp/ours.txt") == b"x"
+
+
+async def test_a_root_without_capabilities_in_a_writable_image_still_gets_its_workspace() -> None:
+    # a Harbor task's agent sandbox: root without capabilities on the image's own folders
+    # (one read-only, one of another uid's): the executor could not write there, so these
+    # uploads go where they can (the engine, podman cp), as before
+    async with await create(SandboxSpec(read_only=False, workdir="/app")) as box:
+        made = await box.exec("mkdir -p /app/ro && echo old > /app/ro/f && chmod 555 /app/ro")
+        assert made.ok, made.stderr
+        archive = _tar(
+            [(_entry("ro", tarfile.DIRTYPE, mode=0o555), None), (_entry("ro/f"), b"new")]
+        )
+        await box.upload_tar(archive, "/app")
+        assert await box.read_file("/app/ro/f") == b"new"
+
+
+async def test_odd_times_and_names_in_the_agents_archive_are_not_an_executor_crash(
+    root_box: Sandbox,
+) -> None:
+    # an mtime far past time_t (tmpfs takes 2**63-1; Python rounds it up), and names that
+    # are not UTF-8: the upload works or says why, and the executor lives on
+    assert (await root_box.exec("mkdir -p /scratch/odd")).ok
+    far = _entry("far.txt")
+    far.mtime = 2**63 - 1
+    latin = _entry("caf\udce9.txt")  # a Latin-1 byte, as the agent's filesystem may hold
+    await root_box.upload_tar(_tar([(far, b"x"), (latin, b"y")]), "/scratch/odd")
+    assert await root_box.read_file("/scratch/odd/far.txt") == b"x"
+    listed = await root_box.exec(["python3", "-c", "import os; print(os.listdir(b'/scratch/odd'))"])
+    assert "caf\\xe9.txt" in listed.stdout
+    assert (await root_box.exec("echo alive")).stdout == "alive\n"

@@ -54,7 +54,7 @@ from agentenv.sandbox.errors import (
     SandboxPaused,
     SandboxUnavailable,
 )
-from agentenv.sandbox.executors import FILE_GUARD_S, Executors, check_exec_args
+from agentenv.sandbox.executors import FILE_GUARD_S, Executors, check_exec_args, untars
 from agentenv.sandbox.files import numeric_owner, raise_file_error, tmpfs_owner, write_tar
 from agentenv.sandbox.labels import OWNER, SNAPSHOT_REPOSITORY, labels_for
 from agentenv.sandbox.protocol import DEFAULT_MAX_OUTPUT, ExecResult, OutputCallback, Snapshot
@@ -452,7 +452,11 @@ class DockerSandbox:
     def _upload_by_executor(self) -> bool:
         # AGENTENV_UPLOADS=engine: the engine's archive upload, as before executors could
         # untar (an operator's way back, and the benchmarks' previous path)
-        return self.exec_mode == "fast" and os.environ.get("AGENTENV_UPLOADS") != "engine"
+        return (
+            self.exec_mode == "fast"
+            and untars(self.spec)
+            and os.environ.get("AGENTENV_UPLOADS") != "engine"
+        )
 
     async def upload_tar(self, data: bytes | os.PathLike[str], dest: str) -> None:
         """Extract a tar archive (its bytes, or a host tar file's path: sent in chunks) into

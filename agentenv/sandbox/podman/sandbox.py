@@ -10,10 +10,12 @@ the code says so; ``docs/backends.md`` lists the differences.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import resource
 import sys
+import tarfile
 import tempfile
 import time
 from pathlib import Path
@@ -46,8 +48,8 @@ from agentenv.sandbox.errors import (
     SandboxPaused,
     SandboxUnavailable,
 )
-from agentenv.sandbox.executors import Executors, check_exec_args
-from agentenv.sandbox.files import numeric_owner, write_tar
+from agentenv.sandbox.executors import Executors, check_exec_args, untars
+from agentenv.sandbox.files import numeric_owner, raise_file_error, write_tar
 from agentenv.sandbox.labels import OWNER, SNAPSHOT_REPOSITORY
 from agentenv.sandbox.podman.cli import NoSuchObject, podman, podman_path
 from agentenv.sandbox.podman.images import resolve_image
@@ -267,17 +269,65 @@ class PodmanSandbox:
         src = Path(src)
         if not src.exists():
             raise FileNotFoundError(2, "no such file or folder to upload", str(src))
+        if untars(self.spec):
+            with tempfile.TemporaryFile() as file:
+                await anyio.to_thread.run_sync(write_tar, file, src, numeric_owner(self.spec.user))
+                file.seek(0)
+                await self._executors.untar(file, dest, make=True)
+            return
+        made = await self.exec(["mkdir", "-p", "--", dest], timeout=60)
+        raise_file_error(made, dest, {})
         with tempfile.TemporaryFile() as file:
             await anyio.to_thread.run_sync(write_tar, file, src, numeric_owner(self.spec.user))
             file.seek(0)
-            await self._executors.untar(file, dest, make=True)
+            await self._copy_in(file, dest)
 
     async def upload_tar(self, data: bytes | os.PathLike[str], dest: str) -> None:
-        """Extract a tar archive (its bytes, or a host tar file) into the folder ``dest``, by
-        an executor (see :meth:`Executors.untar`): ``podman cp`` would start a process of
-        its own, and it cannot write into a tmpfs it did not mount."""
+        """Extract a tar archive (its bytes, or a host tar file) into the folder ``dest``: by
+        an executor where it can (see :func:`~agentenv.sandbox.executors.untars`), else by
+        ``podman cp``."""
         self._check_usable()
-        await self._executors.untar(data, dest)
+        if untars(self.spec):
+            await self._executors.untar(data, dest)
+            return
+        if isinstance(data, bytes):
+            with tempfile.TemporaryFile() as file:
+                file.write(data)
+                file.seek(0)
+                await self._copy_in(file, dest)
+            return
+        with open(data, "rb") as file:
+            await self._copy_in(file, dest)
+
+    async def _copy_in(self, file: IO[bytes], dest: str) -> None:
+        # --archive=false keeps the tar's owners (the default makes everything root's)
+        argv = [podman_path(), "cp", "--archive=false", "-", f"{self.id}:{dest}"]
+        # Podman stops reading at the end-of-archive blocks and then fails on the padding
+        # still being written ("read/write on closed pipe"; Python pads to 10 KiB): send the
+        # archive up to its last member, then the two end blocks, and no more.
+        end = await anyio.to_thread.run_sync(_archive_end, file)
+        async with await anyio.open_process(argv) as proc:
+            assert proc.stdin is not None and proc.stderr is not None
+            with contextlib.suppress(anyio.BrokenResourceError):  # it failed: said below
+                file.seek(0)
+                left = end
+                while left > 0:
+                    chunk = file.read(min(_CHUNK, left))
+                    if not chunk:
+                        break
+                    await proc.stdin.send(chunk)
+                    left -= len(chunk)
+                await proc.stdin.send(bytes(1024))
+            await proc.stdin.aclose()
+            said_bytes = b""
+            with contextlib.suppress(anyio.EndOfStream):
+                said_bytes = await proc.stderr.receive(1 << 16)
+            code = await proc.wait()
+        if code != 0:
+            said = said_bytes.decode(errors="replace").strip().removeprefix("Error: ")
+            if "no such file or directory" in said.lower() or "must be a directory" in said:
+                raise FileNotFoundError(2, "no such folder in the sandbox", dest)
+            raise await self._unavailable(SandboxError(f"podman cp into {dest}: {said}"))
 
     async def download(self, path: str) -> bytes:
         """A tar archive of ``path`` (a file or a folder, under its own name); works paused."""
@@ -437,6 +487,16 @@ class PodmanSandbox:
         return Snapshot(
             ref=image_id, backend=self.spec.backend, tag=name, spec=spec, source_id=self.id
         )
+
+
+def _archive_end(file: IO[bytes]) -> int:
+    """Where the tar in ``file`` ends: after its last member's data (headers are read,
+    data skipped). Blocking."""
+    file.seek(0)
+    with tarfile.open(fileobj=file, mode="r:") as tar:
+        for _ in tar:
+            pass
+        return int(tar.offset)
 
 
 async def _inspect(container_id: str) -> dict[str, Any]:
