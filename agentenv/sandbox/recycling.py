@@ -30,6 +30,7 @@ __all__ = ["Recycler", "hand_back", "handed_back", "recycling", "reuse_or_create
 
 log = get_logger(__name__)
 _current: ContextVar[Recycler | None] = ContextVar("agentenv_recycler", default=None)
+_CLOSING_AT_ONCE = 8
 
 
 class Recycler:
@@ -102,13 +103,21 @@ class Recycler:
             await box.close()
 
     async def aclose(self) -> None:
-        """Remove every idle sandbox."""
+        """Remove every idle sandbox, a few at a time: the engine removes them one after
+        another anyway, and Docker 20.10 lost track of some of 200 force-removed at once
+        under load (each call then waits out the client's timeout)."""
         with anyio.CancelScope(shield=True):
             boxes = [box for group in self._idle.values() for box in group]
             self._idle.clear()
+            limiter = anyio.CapacityLimiter(_CLOSING_AT_ONCE)
+
+            async def close(box: Sandbox) -> None:
+                async with limiter:
+                    await box.close()
+
             async with anyio.create_task_group() as tg:
                 for box in boxes:
-                    tg.start_soon(box.close)
+                    tg.start_soon(close, box)
 
 
 @asynccontextmanager
