@@ -699,14 +699,19 @@ def _extract(tar, root_fd, as_root):
             parent = on_path.parent(parts)
             fd = os.open(parts[-1], _NOFOLLOW_DIR, dir_fd=parent)
             try:
-                if as_root:
-                    _give(os.fchown, fd, member)
-                os.fchmod(fd, member.mode & 0o7777)
-                os.utime(fd, _times(member))
+                _settle(fd, member, as_root)
             finally:
                 os.close(fd)
     finally:
         on_path.close()
+
+
+def _settle(fd, member, as_root):
+    """Give an open file or folder its entry's owner (as root), mode and times."""
+    if as_root:
+        _give(os.fchown, fd, member)
+    os.fchmod(fd, member.mode & 0o7777)
+    os.utime(fd, _times(member))
 
 
 def _extract_one(tar, member, on_path, root_fd, as_root, folders):
@@ -731,10 +736,7 @@ def _extract_one(tar, member, on_path, root_fd, as_root, folders):
                 if not chunk:
                     break
                 _write_fd(out, chunk)
-            if as_root:
-                _give(os.fchown, out, member)
-            os.fchmod(out, member.mode & 0o7777)
-            os.utime(out, _times(member))
+            _settle(out, member, as_root)
         finally:
             os.close(out)
     elif member.issym():
