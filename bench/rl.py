@@ -27,7 +27,8 @@ Measures, in one run, two figures of the RL API (``agentenv/runner/rollout.py``)
    twice in one run: today's path (inside one ``recycling()`` block: an episode's agent
    and checker sandboxes are recycled for the next; the direct cgroup freezer) against
    the previous path as the baseline (every sandbox created and removed, every pause and
-   upload the engine's: ``AGENTENV_FREEZER=engine``, ``AGENTENV_UPLOADS=engine``; the
+   upload and frozen download the engine's: ``AGENTENV_FREEZER=engine``,
+   ``AGENTENV_UPLOADS=engine``, ``AGENTENV_DOWNLOADS=engine``; the
    checker's lower CPU weight is today's on both). Reported for both: rollouts per second over
    the whole batch, sum(paused_s) / sum(wall_s), end-to-end p50, pause + resume per turn,
    and that every rollout earned 1.0.
@@ -359,16 +360,17 @@ async def concurrent_batch(
     """``total`` rollouts, ``n`` at a time (each of ``n`` workers starts the next as its
     last ends), against a model with a 1 s time to first token. With ``recycle``, inside
     one :func:`~agentenv.sandbox.recycling` block and with the direct freezer (today's
-    path); without, every sandbox created and removed, every pause and upload the
-    engine's (the previous path)."""
+    path); without, every sandbox created and removed, every pause, upload and frozen
+    download the engine's (the previous path)."""
     done: list[tuple[Trajectory, float]] = []
     failures: list[str] = []
     left = [total]
-    switches = ("AGENTENV_FREEZER", "AGENTENV_UPLOADS")
+    switches = ("AGENTENV_FREEZER", "AGENTENV_UPLOADS", "AGENTENV_DOWNLOADS")
     previous = {name: os.environ.pop(name, None) for name in switches}
     if not recycle:  # the path before issue 14: the engine freezes and uploads
         os.environ["AGENTENV_FREEZER"] = "engine"
         os.environ["AGENTENV_UPLOADS"] = "engine"
+        os.environ["AGENTENV_DOWNLOADS"] = "engine"
     try:
         with tempfile.TemporaryDirectory(prefix="agentenv-bench-rl-") as tmp:
             task = write_task(Path(tmp) / "many", MANY_TOML, MANY_INSTRUCTION, {"notes.txt": NOTES})
@@ -519,7 +521,8 @@ def show(report: Report) -> None:
         "setup (make, ~2 s of CPU) itself, concurrently. 'by hand' rows repeat the shared "
         "group's steps one at a time (GroupTimings does not split them). Concurrent rows: "
         "baseline = the previous path in the same run (no recycling; the engine pauses and "
-        "uploads: AGENTENV_FREEZER=engine, AGENTENV_UPLOADS=engine).",
+        "uploads and downloads: AGENTENV_FREEZER=engine, AGENTENV_UPLOADS=engine, "
+        "AGENTENV_DOWNLOADS=engine).",
     )
 
 

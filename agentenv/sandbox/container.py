@@ -9,16 +9,23 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import sys
+import tempfile
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import IO, Any, Literal
 
 import anyio
 
 from agentenv.log import get_logger
 from agentenv.sandbox import cgroup
 from agentenv.sandbox.channel import PYTHON_ARGV, ExecutorGone, StreamClosed
-from agentenv.sandbox.errors import SandboxClosed, SandboxError, SandboxUnavailable
+from agentenv.sandbox.errors import (
+    ArchiveTooLarge,
+    SandboxClosed,
+    SandboxError,
+    SandboxUnavailable,
+)
 from agentenv.sandbox.files import numeric_owner
 from agentenv.sandbox.labels import KEPT, OWNER, labels_for
 from agentenv.sandbox.spec import SandboxSpec
@@ -30,6 +37,51 @@ KEEPALIVE = ["/bin/sh", "-c", "trap 'exit 0' TERM; while :; do /bin/sleep 3600 &
 paths: nothing of ours runs through the sandbox's PATH. The executor is not started here:
 PID 1 holds the container's stdin and stdout, which any process in the sandbox can open
 through /proc/1/fd, so they cannot carry the protocol."""
+
+NSOP = [sys.executable, "-I", "-S", str(Path(__file__).with_name("nsop.py"))]
+"""Runs ``nsop.py`` (work on a container's files from the host, inside its mount namespace)
+with this Python: add the operation and its arguments."""
+_READ_GUARD_S = 900.0  # reading a bounded workdir takes less; more means something hangs
+
+
+async def read_in_namespace(
+    pid: int, sandbox_id: str, path: str, out: IO[bytes], max_bytes: int | None
+) -> str:
+    """Write a tar of ``path`` (under its own name, as the engines give it) to ``out``, read
+    by host root inside the mount namespace of the sandbox's PID 1 ``pid`` (``nsop.py``):
+    for a frozen sandbox, whose processes cannot change it meanwhile. Returns what was left
+    out (a file a frozen process holds a lease on), empty if nothing. Raises
+    :class:`FileNotFoundError` (no ``path``), :class:`ArchiveTooLarge` (past ``max_bytes``,
+    reading stops) and :class:`SandboxError` (the read failed or took over 15 minutes)."""
+    written = 0
+    # stderr to a file: a pipe nobody reads while stdout is read would fill and stall it
+    with tempfile.TemporaryFile() as errors:
+        argv = [*NSOP, "tar", str(pid), sandbox_id, path]
+        async with await anyio.open_process(argv, stdin=None, stderr=errors) as proc:
+            assert proc.stdout is not None
+            try:
+                with anyio.fail_after(_READ_GUARD_S):
+                    async for chunk in proc.stdout:
+                        written += len(chunk)
+                        if max_bytes is not None and written > max_bytes:
+                            raise ArchiveTooLarge(
+                                f"the archive of {path} is larger than {max_bytes} bytes"
+                            )
+                        out.write(chunk)
+                    code = await proc.wait()
+            except BaseException as e:
+                proc.kill()
+                if isinstance(e, TimeoutError):
+                    raise SandboxError(f"reading {path} took over {_READ_GUARD_S:.0f} s") from e
+                raise
+        errors.seek(0)
+        said = errors.read(1 << 16).decode(errors="replace").strip()
+    if code == 3:
+        raise FileNotFoundError(2, "no such file or folder in the sandbox", path)
+    if code != 0:
+        raise SandboxError(f"reading {path}: {said}")
+    return said
+
 
 InspectState = Callable[[], Awaitable[dict[str, Any] | None]]
 """Reads the container's ``State`` (``None``: the container is gone); raises

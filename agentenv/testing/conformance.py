@@ -341,15 +341,21 @@ async def test_tar_files_on_the_host_go_in_and_come_out(sandbox: Sandbox, tmp_pa
         tar.addfile(info, io.BytesIO(payload))
     await sandbox.upload_tar(sent, dest)
     assert await sandbox.read_file(f"{dest}/big.bin") == payload
-    got = tmp_path / "out.tar"
-    await sandbox.download_to(dest, got)
-    with tarfile.open(got) as tar:
-        member = tar.extractfile(f"{Path(dest).name}/big.bin")
-        assert member is not None and member.read() == payload
-    with pytest.raises(ArchiveTooLarge):  # stops reading there: a sparse file can be huge
-        await sandbox.download_to(dest, tmp_path / "cut.tar", max_bytes=1 << 20)
-    with pytest.raises(FileNotFoundError):
-        await sandbox.download_to("/no/such/path", tmp_path / "none.tar")
+    for frozen in (False, True):  # a backend may read a frozen sandbox another way
+        if frozen:
+            await sandbox.pause()
+        try:
+            got = tmp_path / f"out-{frozen}.tar"
+            await sandbox.download_to(dest, got)
+            with tarfile.open(got) as tar:
+                member = tar.extractfile(f"{Path(dest).name}/big.bin")
+                assert member is not None and member.read() == payload
+            with pytest.raises(ArchiveTooLarge):  # stops there: a sparse file can be huge
+                await sandbox.download_to(dest, tmp_path / "cut.tar", max_bytes=1 << 20)
+            with pytest.raises(FileNotFoundError):
+                await sandbox.download_to("/no/such/path", tmp_path / "none.tar")
+        finally:
+            await sandbox.resume()
     with pytest.raises(FileNotFoundError):
         await sandbox.upload_tar(sent, "/no/such/folder")
 
@@ -370,6 +376,61 @@ async def test_a_tar_padded_past_its_end_goes_in(sandbox: Sandbox) -> None:
     await sandbox.upload_tar(sent, dest)
     assert await sandbox.read_file(f"{dest}/b.txt") == b"x" * 100
     assert len(await sandbox.read_file(f"{dest}/a.bin")) == 60_000
+
+
+def _members(tar: bytes) -> dict[str, tarfile.TarInfo]:
+    with tarfile.open(fileobj=io.BytesIO(tar)) as t:
+        return {m.name: m for m in t.getmembers()}
+
+
+async def test_frozen_reads_never_reach_the_host(make_sandbox: MakeSandbox) -> None:
+    # A root agent points the workdir, and a link in it, at places that exist on the host
+    # too; a frozen read (done by host root where the backend may: see nsop.py) must see
+    # the container's.
+    async with await make_sandbox() as box:
+        done = await box.exec(
+            "echo planted > /etc/agentenv-marker && mkdir -p /w && ln -s /etc/hostname /w/h"
+            " && ln -s /etc /w/etc && rm -rf /workspace && ln -s /etc /workspace"
+        )
+        assert done.ok, done
+        await box.pause()
+        top = _members(await box.download("/workspace"))
+        assert list(top) == ["workspace"] and top["workspace"].issym()  # stored, not followed
+        links = _members(await box.download("/w"))
+        assert links["w/h"].issym() and links["w/etc"].issym() and len(links) == 3
+        with tarfile.open(fileobj=io.BytesIO(await box.download("/etc/hostname"))) as t:
+            name = t.extractfile("hostname")
+            assert name is not None and name.read().strip() == b"sandbox"  # not the host's
+        marker = await box.download("/etc/agentenv-marker")
+        assert b"planted" in marker
+        await box.resume()
+
+
+LEASE = """
+import fcntl, os, time
+fd = os.open("leased.txt", os.O_RDONLY)
+fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_WRLCK)
+open("ready", "w").close()
+time.sleep(600)
+"""
+
+
+async def test_a_file_leased_by_a_frozen_process_is_left_out_not_a_failure(
+    make_sandbox: MakeSandbox,
+) -> None:
+    # An agent holding a write lease makes every other open of that file wait for the lease
+    # to break (or fail, non-blocking): the frozen read must still give the rest, so that
+    # the agent cannot turn its own grade into an infrastructure error.
+    async with await make_sandbox() as box:
+        await box.write_file("/workspace/leased.txt", b"secret answer")
+        await box.write_file("/workspace/other.txt", b"kept")
+        await box.write_file("/workspace/lease.py", LEASE.encode())
+        await box.exec("nohup python3 lease.py >/dev/null 2>&1 &")
+        await box.exec("for i in $(seq 50); do [ -e ready ] && break; sleep 0.1; done")
+        await box.pause()
+        names = _members(await box.download("/workspace"))
+        await box.resume()
+    assert "workspace/other.txt" in names and "workspace/leased.txt" not in names
 
 
 async def test_closed_sandbox_refuses_every_call(make_sandbox: MakeSandbox) -> None:

@@ -10,6 +10,7 @@ executor (fast path) or, for images without ``python3``, to one ``docker exec`` 
 from __future__ import annotations
 
 import errno
+import functools
 import io
 import os
 import tarfile
@@ -31,6 +32,7 @@ from agentenv.sandbox.container import (
     FrozenBy,
     explain_failure,
     freeze,
+    read_in_namespace,
     recycle,
     sandbox_labels,
     set_frozen,
@@ -64,6 +66,12 @@ log = get_logger(__name__)
 _FREEZE_CONFLICTS = ("unable to freeze", "already paused", "not paused")
 
 
+@functools.cache
+def _read_by_engine(reason: str) -> None:
+    """Say once per reason that frozen sandboxes are read by the engine."""
+    log.info("sandbox.read_by_engine", reason=reason[-300:])
+
+
 class DockerSandbox:
     """A sandbox in a Docker container. Create with :meth:`create` (or :func:`sandbox` for an
     ``async with`` block); it is also an async context manager that removes it on exit,
@@ -80,6 +88,7 @@ class DockerSandbox:
         self._frozen_by: FrozenBy = "engine"  # when paused: who thaws it
         self._closed = False
         self._executor_pending = False  # attached while paused: start it on resume
+        self._init_pid: int | None = None  # the host pid of its PID 1, once asked
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -500,6 +509,8 @@ class DockerSandbox:
 
     async def _fetch(self, path: str, out: IO[bytes], max_bytes: int | None = None) -> None:
         self._check_usable(paused_ok=True)
+        if await self._read_frozen(path, out, max_bytes):
+            return
 
         def fetch() -> None:
             chunks, _ = self._engine.api.get_archive(self.id, path, chunk_size=1 << 20)
@@ -521,6 +532,32 @@ class DockerSandbox:
             raise FileNotFoundError(2, "no such file or folder in the sandbox", path) from e
         except docker.errors.APIError as e:
             raise await self._unavailable(e) from e
+
+    async def _read_frozen(self, path: str, out: IO[bytes], max_bytes: int | None) -> bool:
+        """Read a sandbox this host froze from the host, inside its mount namespace (see
+        ``nsop.py``): the engine would start a process of its own per archive (~70 ms of
+        CPU, twice this). ``False`` (``out`` left empty) where it cannot: not frozen here,
+        ``AGENTENV_DOWNLOADS=engine`` (the operator's way back), or the read failed (not
+        root, say: logged once); then the engine reads it."""
+        if not (self._paused and self._frozen_by == "cgroup"):
+            return False
+        if os.environ.get("AGENTENV_DOWNLOADS") == "engine":
+            return False
+        try:
+            if self._init_pid is None:
+                info = await self._engine.run(self._engine.api.inspect_container, self.id)
+                self._init_pid = int((info.get("State") or {}).get("Pid") or 0)
+            left_out = await read_in_namespace(self._init_pid, self.id, path, out, max_bytes)
+        except ArchiveTooLarge:
+            raise  # the caller's limit: the engine would read as far, to the same end
+        except (SandboxError, docker.errors.APIError) as e:
+            _read_by_engine(str(e))
+            out.seek(0)
+            out.truncate()
+            return False
+        if left_out:  # entries left out (a lease held by a frozen process, say)
+            log.info("sandbox.download_left_out", id=self.id[:12], detail=left_out[-500:])
+        return True
 
     # -- freezing and saving ---------------------------------------------------------------
 

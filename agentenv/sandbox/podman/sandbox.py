@@ -14,7 +14,6 @@ import contextlib
 import json
 import os
 import resource
-import sys
 import tarfile
 import tempfile
 import time
@@ -29,9 +28,11 @@ from agentenv.sandbox import cgroup
 from agentenv.sandbox.channel import EXECUTOR_ARGV, ExecutorChannel, ExecutorGone
 from agentenv.sandbox.container import (
     KEEPALIVE,
+    NSOP,
     FrozenBy,
     explain_failure,
     freeze,
+    read_in_namespace,
     recycle,
     sandbox_labels,
     set_frozen,
@@ -59,9 +60,7 @@ from agentenv.sandbox.spec import SandboxSpec
 
 log = get_logger(__name__)
 
-_NSOP = str(Path(__file__).with_name("nsop.py"))
 _CHUNK = 1 << 20
-_FETCH_GUARD_S = 900.0  # reading a bounded workdir takes less; more means something hangs
 # Podman asks for more open files and processes than a container under a lowered hard limit
 # (this CI's) may have, and then cannot start it; ask for what this host allows instead.
 _NPROC_CAP = 32768
@@ -150,7 +149,7 @@ class PodmanSandbox:
         uid, gid = numeric_owner(self.spec.user) if self.spec.read_only else (0, 0)
         folders = [self.spec.workdir, *self.spec.scratch]
         root = "keep" if self.spec.read_only else "open"
-        argv = [sys.executable, "-I", _NSOP, "layout", str(await self._pid()), self.id, root]
+        argv = [*NSOP, "layout", str(await self._pid()), self.id, root]
         done = await anyio.run_process([*argv, f"{uid}:{gid}", *folders], check=False)
         if done.returncode != 0:
             said = done.stderr.decode(errors="replace").strip()[-500:]
@@ -349,38 +348,14 @@ class PodmanSandbox:
         """Read through the container's mount namespace (see ``nsop.py``): ``podman cp``
         does not see a tmpfs workdir while the container is frozen."""
         self._check_usable(paused_ok=True)
-        argv = [sys.executable, "-I", _NSOP, "tar", str(await self._pid()), self.id, path]
-        written = 0
-        # stderr to a file: a pipe nobody reads while stdout is read would fill and stall it
-        with tempfile.TemporaryFile() as errors:
-            async with await anyio.open_process(argv, stdin=None, stderr=errors) as proc:
-                assert proc.stdout is not None
-                try:
-                    with anyio.fail_after(_FETCH_GUARD_S):
-                        async for chunk in proc.stdout:
-                            written += len(chunk)
-                            if max_bytes is not None and written > max_bytes:
-                                raise ArchiveTooLarge(
-                                    f"the archive of {path} is larger than {max_bytes} bytes"
-                                )
-                            out.write(chunk)
-                        code = await proc.wait()
-                except BaseException as e:
-                    proc.kill()
-                    if isinstance(e, TimeoutError):
-                        raise await self._unavailable(
-                            SandboxError(f"reading {path} took over {_FETCH_GUARD_S:.0f} s")
-                        ) from e
-                    raise
-            errors.seek(0)
-            said = errors.read(1 << 16)
-        message = said.decode(errors="replace").strip()
-        if code == 3:
-            raise FileNotFoundError(2, "no such file or folder in the sandbox", path)
-        if code != 0:
-            raise await self._unavailable(SandboxError(f"reading {path}: {message}"))
-        if message:  # entries left out (a lease held by a frozen process, say)
-            log.info("sandbox.download_left_out", id=self.id[:12], detail=message[-500:])
+        try:
+            left_out = await read_in_namespace(await self._pid(), self.id, path, out, max_bytes)
+        except ArchiveTooLarge:
+            raise  # the caller's limit, not the sandbox's failure
+        except SandboxError as e:
+            raise await self._unavailable(e) from e
+        if left_out:  # entries left out (a lease held by a frozen process, say)
+            log.info("sandbox.download_left_out", id=self.id[:12], detail=left_out[-500:])
 
     # -- freezing and saving ---------------------------------------------------------------
 
