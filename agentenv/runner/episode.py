@@ -21,6 +21,7 @@ identically:
 
 from __future__ import annotations
 
+import os
 import posixpath
 import tarfile
 import time
@@ -136,7 +137,8 @@ def workspace_tar(folder: Path | None, user: str) -> Archive:
 
 def safe_workspace(archive: Archive, workdir: str, user: str) -> tuple[Archive, list[str]]:
     """Re-root a sandbox's tar of ``workdir`` (entries under its base name) at the workdir
-    and keep only what may cross into a checker sandbox: folders, regular files, and
+    and keep only what may cross into a checker sandbox: folders, regular files (a hard
+    link to one as a copy, while the copies add up to less than the input's size), and
     symlinks that resolve inside the workdir; every entry owned by ``user``, no set-id bits.
     Returns the archive (a new file; file contents are copied in chunks) and what was
     dropped. The input is the agent's; this never raises on it (an unreadable archive is an
@@ -151,6 +153,10 @@ def safe_workspace(archive: Archive, workdir: str, user: str) -> tuple[Archive, 
         return workspace_tar(None, user), [f"unreadable archive: {e}"]
     out = Archive.new()
     links = {}
+    files = {}  # what a hard link may name: a regular file of the workdir met before it
+    # a hard link costs the agent a header and us a copy: copies past the input's own size
+    # (a million names of one big file) would fill the host's disk
+    budget = os.path.getsize(archive)
     for m in members:
         name = posixpath.normpath(m.name)
         if m.issym() and name.startswith(base + "/"):
@@ -173,10 +179,22 @@ def safe_workspace(archive: Archive, workdir: str, user: str) -> tuple[Archive, 
             elif m.isreg():
                 info.size = m.size
                 dst.addfile(info, src.extractfile(m))
+                files[name] = m
+            elif (
+                m.islnk()
+                and posixpath.normpath(m.linkname) in files
+                and files[posixpath.normpath(m.linkname)].size <= budget
+            ):
+                # a second name of a file: a copy (which of the names the reader met first
+                # is up to the order of the walk, so neither may be lost)
+                target = files[posixpath.normpath(m.linkname)]
+                budget -= target.size
+                info.size = target.size
+                dst.addfile(info, src.extractfile(target))
             elif m.issym() and _inside(rel, links, workdir):
                 info.type, info.linkname = tarfile.SYMTYPE, m.linkname
                 dst.addfile(info)
-            else:  # devices, FIFOs, hard links, symlinks leading out (into hidden tests)
+            else:  # devices, FIFOs, hard links out, symlinks leading out (into hidden tests)
                 dropped.append(rel)
     return out, dropped
 
