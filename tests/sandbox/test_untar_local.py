@@ -15,7 +15,7 @@ import anyio
 import anyio.abc
 import pytest
 
-from agentenv.sandbox.channel import _BOOTSTRAP, _SOURCE_SIZE, ExecutorChannel, StreamClosed
+from agentenv.sandbox.channel import EXECUTOR_ARGV, ExecutorChannel, StreamClosed
 
 pytestmark = [pytest.mark.anyio, pytest.mark.no_docker]
 
@@ -60,7 +60,7 @@ def _tar(entries: list[tuple[tarfile.TarInfo, bytes]]) -> bytes:
 
 
 async def test_odd_archives_get_a_reply_and_the_executor_lives_on(tmp_path: Path) -> None:
-    argv = [sys.executable, "-I", "-c", _BOOTSTRAP, _SOURCE_SIZE]
+    argv = [sys.executable, "-I", "-c", *EXECUTOR_ARGV[-2:]]
     async with await anyio.open_process(argv) as process:
         channel = await ExecutorChannel.open(Piped(process))
         far = tarfile.TarInfo("far.txt")
