@@ -122,9 +122,12 @@ def _write_all(data):
 
 def _write_frame(header, payload=b""):
     data = json.dumps(header).encode("utf-8")
-    _write_all(_FRAME.pack(len(data), len(payload)) + data)
-    if payload:
-        _write_all(payload)
+    head = _FRAME.pack(len(data), len(payload)) + data
+    if len(payload) <= _CHUNK:  # one write: the host wakes once per reply, not twice
+        _write_all(head + payload)
+        return
+    _write_all(head)
+    _write_all(payload)
 
 
 def _children_map():
@@ -191,13 +194,20 @@ def kill_tree(pid, tag=None):
         time.sleep(0.01)
 
 
+_OOM_FILES = ["/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control"]
+
+
 def _oom_kills():
-    for path in ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control"):
+    """The cgroup's OOM kill count (None where neither file says it). A file that is not
+    there (cgroup v2's on a v1 host) is not tried again: this runs twice per command."""
+    for path in list(_OOM_FILES):
         try:
             with open(path) as f:
                 for line in f:
                     if line.startswith("oom_kill "):
                         return int(line.split()[1])
+        except FileNotFoundError:
+            _OOM_FILES.remove(path)
         except (OSError, ValueError):
             continue
     return None
