@@ -250,5 +250,8 @@ async def test_a_fork_bomb_the_agent_left_is_its_zero_not_a_crash(tmp_path: Path
     )
     reward, checks = await _run(harbor_task(tmp_path, "bomb", test=NUMERIC, solve=solve))
     assert reward == 0.0, checks
-    # graded 0 because the pids ran out, not by some other failure
-    assert "Resource temporarily unavailable" in " ".join(checks), checks
+    # graded 0 because the pids ran out, not by some other failure: the executor's own
+    # fork failed (EAGAIN), or it got a pid the hold had not retaken yet and the shell's
+    # fork failed (dash's words for the same EAGAIN)
+    said = " ".join(checks)
+    assert "Resource temporarily unavailable" in said or "Cannot fork" in said, checks
