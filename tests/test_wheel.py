@@ -18,7 +18,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 VERIFIERS = sorted(p.name for p in (ROOT / "verifiers").iterdir() if p.is_file())
 MODULES = sorted(
-    str(p.relative_to(ROOT)) for p in (ROOT / "agentenv").rglob("*") if p.suffix in (".py", ".sh")
+    str(p.relative_to(ROOT))
+    for p in (ROOT / "agentenv").rglob("*")
+    if p.suffix in (".py", ".sh", ".css", ".js")
 )
 
 TASK_TOML = """
@@ -69,7 +71,7 @@ def test_the_installed_wheel_verifies(tmp_path: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
     assert {f"agentenv/_checkers/{n}" for n in VERIFIERS} <= names
     shipped = {n for n in names if not n.startswith("agentenv/_checkers/")}
-    assert {n for n in shipped if n.endswith((".py", ".sh"))} == set(MODULES)
+    assert {n for n in shipped if n.endswith((".py", ".sh", ".css", ".js"))} == set(MODULES)
 
     venv = tmp_path / "venv"
     run(sys.executable, "-m", "venv", "--without-pip", venv, cwd=tmp_path)

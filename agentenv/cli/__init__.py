@@ -13,6 +13,7 @@ from agentenv.cli._app import app
 from agentenv.cli import evals  # noqa: F401
 from agentenv.cli import refactor  # noqa: F401
 from agentenv.cli import episode  # noqa: F401
+from agentenv.cli import view  # noqa: F401
 from agentenv.cli import machine  # noqa: F401
 
 # isort: on

@@ -240,6 +240,7 @@ def eval_(
         f"results in {folder}/ (results.jsonl, trajectories/, summary.json, log.jsonl)",
         highlight=False,
     )
+    out.print(f"to read it: agentenv view {folder}", highlight=False, soft_wrap=True)
     if rows[-1].stopped == "max_cost":
         left = total - rows[-1].episodes
         err.print(

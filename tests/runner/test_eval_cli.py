@@ -78,6 +78,18 @@ def test_budget_views_and_refusal_through_the_cli(tmp_path: Path) -> None:
     names = [line.split("│")[1].strip() for line in totals.stdout.splitlines() if "│" in line]
     assert names == ["tag:easy", "tag:hard", "total"]
 
+    # the job's end says how to read it; that command builds its site from the real folder
+    shown = re.search(r"^to read it: (agentenv view .+)$", done.stdout, re.M)
+    assert shown is not None and shown.group(1) == f"agentenv view {job}"
+    site = agentenv("view", str(job))
+    assert site.returncode == 0, site.stderr
+    index = Path(site.stdout.strip())
+    pages = sorted(p.name for p in (index.parent / "episodes").glob("*.html"))
+    assert pages == ["task-1--0.html", "task-10--0.html", "task-2--0.html", "task-3--0.html"]
+    page = (index.parent / "episodes" / "task-3--0.html").read_text()
+    assert "wanted &#x27;bye&#x27;, got &#x27;hello task-3&#x27;" in page  # the check's detail
+    assert "class='call'" in page and "greeting.txt" in page  # the model's tool calls
+
     failures = agentenv("report", str(job), "--failures")
     assert failures.returncode == 0, failures.stderr
     assert "1 not passed" in failures.stdout

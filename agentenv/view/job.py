@@ -1,0 +1,110 @@
+"""What the viewer reads: an eval job folder (``config.json``, ``results.jsonl``,
+``trajectories/``) or a single trajectory file, as plain rows."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+from pydantic import BaseModel, ValidationError
+
+from agentenv.agent.trajectory import Trajectory
+from agentenv.errors import AgentenvError
+from agentenv.runner.results import EpisodeResult, JobConfig, load_results
+
+
+class NotAJob(AgentenvError):
+    """The path is neither a job folder nor a trajectory file."""
+
+
+class Episode(BaseModel):
+    """One row of the job page, and where its trajectory is."""
+
+    result: EpisodeResult
+    tags: list[str] = []
+    trajectory: Path | None = None  # absolute; None when the episode wrote none
+
+    @property
+    def key(self) -> str:
+        """A name for its page: unique within the job, safe as a file name."""
+        task = self.result.task_id
+        safe = _safe(task)
+        if safe != task:  # two ids may have the same safe form: the id's hash tells them apart
+            safe += "-" + hashlib.sha256(task.encode()).hexdigest()[:8]
+        return f"{safe}--{self.result.sample}"
+
+    @property
+    def status(self) -> str:
+        """passed, failed or error (the table's filter)."""
+        if self.result.outcome != "graded":
+            return "error"
+        return "passed" if self.result.passed else "failed"
+
+
+class Job(BaseModel):
+    """A job as the viewer shows it."""
+
+    title: str
+    model: str | None = None
+    samples: int = 1
+    episodes: list[Episode]
+
+
+def _safe(name: str) -> str:
+    keep = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+    return keep.lstrip(".")[:120] or "task"
+
+
+def load_job(path: Path) -> Job:
+    """The job at ``path`` (a job folder or a trajectory ``.json``); raises
+    :class:`NotAJob` naming what is missing or malformed."""
+    if path.is_file():
+        return _single(path)
+    config_path = path / "config.json"
+    if not config_path.is_file():
+        raise NotAJob(f"{path} is not a job folder (no config.json) nor a trajectory file")
+    try:
+        config = JobConfig.model_validate_json(config_path.read_bytes())
+    except ValidationError as e:
+        raise NotAJob(f"{config_path}: not a job's config: {e.errors()[0]['msg']}") from e
+    episodes = []
+    for (_, _), result in sorted(load_results(path).items()):
+        trajectory = path / result.trajectory if result.trajectory else None
+        tags = config.tags.get(result.task_id, [])
+        episodes.append(Episode(result=result, tags=tags, trajectory=trajectory))
+    return Job(title=path.name, model=config.model, samples=config.samples, episodes=episodes)
+
+
+def _single(path: Path) -> Job:
+    trajectory = load_trajectory(path)
+    graded = trajectory.error is None and trajectory.score is not None
+    result = EpisodeResult(
+        task_id=trajectory.task_id,
+        sample=0,
+        outcome="graded" if graded else "crash",
+        reward=trajectory.reward,
+        passed=bool(trajectory.score and trajectory.score.passed),
+        error=trajectory.error,
+        turns=len(trajectory.turns),
+        wall_s=trajectory.wall_s,
+        score=trajectory.score,
+        **{
+            name: getattr(trajectory, name)
+            for name in EpisodeResult.model_fields
+            if name in ("prompt_tokens", "cached_tokens", "completion_tokens", "cost_usd")
+        },
+    )
+    return Job(title=path.name, episodes=[Episode(result=result, trajectory=path.resolve())])
+
+
+def load_trajectory(path: Path) -> Trajectory:
+    """A trajectory file; :class:`NotAJob` naming the file and the field when malformed."""
+    try:
+        return Trajectory.model_validate_json(path.read_bytes())
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "(top)"
+        raise NotAJob(f"{path}: not a trajectory: {where}: {first['msg']}") from e
+    except (OSError, json.JSONDecodeError) as e:
+        raise NotAJob(f"{path}: cannot read it: {e}") from e

@@ -1,0 +1,286 @@
+"""The site's HTML: the job page and an episode page. Every value is escaped here (it is
+the agent's or the model's text); the pages load only their own CSS and script."""
+
+from __future__ import annotations
+
+import html
+import json
+from typing import Any
+
+from agentenv.agent.tools import ToolResult
+from agentenv.agent.trajectory import Trajectory, Turn
+from agentenv.runner.summary import Row, summarize
+from agentenv.verify import Score
+from agentenv.view.job import Episode, Job
+
+# nothing but the site's own files; no connection of any kind from the page
+_CSP = (
+    "default-src 'none'; style-src 'self'; script-src 'self'; img-src 'self'; "
+    "connect-src 'none'; form-action 'none'; base-uri 'none'"
+)
+FOLD_LINES = 40  # tool output longer than this shows its head and tail, the rest folded
+
+
+def e(value: object) -> str:
+    """``value`` as HTML text, quotes escaped too (safe in attributes)."""
+    return html.escape(str(value), quote=True)
+
+
+def _page(title: str, body: str, *, root: str) -> str:
+    return (
+        "<!doctype html>\n<html lang='en'><head><meta charset='utf-8'>"
+        f"<meta http-equiv='Content-Security-Policy' content=\"{_CSP}\">"
+        "<meta name='viewport' content='width=device-width, initial-scale=1'>"
+        f"<title>{e(title)}</title>"
+        f"<link rel='stylesheet' href='{root}assets/view.css'>"
+        f"<script defer src='{root}assets/view.js'></script>"
+        f"</head><body>{body}</body></html>\n"
+    )
+
+
+def _money(usd: float) -> str:
+    return f"${usd:.4f}" if usd < 1 else f"${usd:,.2f}"
+
+
+def _pct(x: float | None) -> str:
+    return "—" if x is None else f"{100 * x:.0f}%"
+
+
+def _stat(name: str, value: str) -> str:
+    return (
+        f"<div class='stat'><div class='name'>{e(name)}</div>"
+        f"<div class='value'>{e(value)}</div></div>"
+    )
+
+
+def _summary(total: Row, k: int) -> str:
+    phases = ", ".join(f"{name} {s:.1f} s" for name, s in sorted(total.phases.items()) if s)
+    stats = [
+        ("episodes", f"{total.episodes} ({total.errors} errors)"),
+        ("pass@1", _pct(total.pass_at_1)),
+        (f"pass@{k}", _pct(total.pass_at_k)),
+        ("mean reward", "—" if total.mean_reward is None else f"{total.mean_reward:.3f}"),
+        (
+            "tokens in / cached / out",
+            f"{total.prompt_tokens:,} / {total.cached_tokens:,} / {total.completion_tokens:,}",
+        ),
+        ("cache hit rate", _pct(total.cache_hit_rate if total.prompt_tokens else None)),
+        ("cost", _money(total.cost_usd)),
+        (
+            "$ per solved task",
+            "—" if total.usd_per_solved is None else _money(total.usd_per_solved),
+        ),
+        ("time (episodes)", f"{total.wall_s:.1f} s"),
+    ]
+    return (
+        "<section class='summary'>"
+        + "".join(_stat(n, v) for n, v in stats)
+        + (f"<p class='phases'>time per phase: {e(phases)}</p>" if phases else "")
+        + "</section>"
+    )
+
+
+_COLUMNS = (
+    "task",
+    "sample",
+    "status",
+    "reward",
+    "tags",
+    "turns",
+    "tokens in",
+    "tokens out",
+    "cost",
+    "wall",
+    "outcome",
+)
+
+
+def _row(ep: Episode) -> str:
+    r = ep.result
+    cells: list[tuple[object, object]] = [
+        (r.task_id, r.task_id),
+        (r.sample, r.sample),
+        (ep.status, ep.status),
+        ("" if r.reward is None else f"{r.reward:.2f}", -1 if r.reward is None else r.reward),
+        (" ".join(ep.tags), " ".join(ep.tags)),
+        (r.turns, r.turns),
+        (f"{r.prompt_tokens:,}", r.prompt_tokens),
+        (f"{r.completion_tokens:,}", r.completion_tokens),
+        (_money(r.cost_usd), r.cost_usd),
+        (f"{r.wall_s:.1f} s", r.wall_s),
+        (r.outcome, r.outcome),
+    ]
+    link = f"episodes/{e(ep.key)}.html"
+    tds = "".join(
+        f"<td data-sort='{e(key)}'>"
+        + (f"<a href='{link}'>{e(text)}</a>" if i == 0 else e(text))
+        + "</td>"
+        for i, (text, key) in enumerate(cells)
+    )
+    return (
+        f"<tr class='{ep.status}' data-status='{ep.status}' data-outcome='{e(r.outcome)}' "
+        f"data-text='{e((r.task_id + ' ' + ' '.join(ep.tags)).lower())}'>{tds}</tr>"
+    )
+
+
+def job_page(job: Job) -> str:
+    """The job's page: its summary and every episode, sortable and filterable."""
+    results = [ep.result for ep in job.episodes]
+    tags = {ep.result.task_id: ep.tags for ep in job.episodes}
+    k = max(job.samples, 1)
+    rows = summarize(results, k, tags) if results else []
+    total = rows[-1] if rows else None
+    outcomes = sorted({r.outcome for r in results})
+    filters = (
+        "<div class='filters'>"
+        "<label>show <select id='status'><option value=''>all</option>"
+        "<option>passed</option><option>failed</option><option>error</option></select></label>"
+        "<label>outcome <select id='outcome'><option value=''>any</option>"
+        + "".join(f"<option>{e(o)}</option>" for o in outcomes)
+        + "</select></label>"
+        "<label>task or tag <input id='text' type='search' placeholder='filter'></label>"
+        "<span id='shown'></span></div>"
+    )
+    head = "".join(f"<th data-col='{i}'>{e(c)}</th>" for i, c in enumerate(_COLUMNS))
+    table = (
+        f"<table id='episodes'><thead><tr>{head}</tr></thead><tbody>"
+        + "".join(_row(ep) for ep in job.episodes)
+        + "</tbody></table>"
+    )
+    title = f"{job.title}" + (f" — {job.model}" if job.model else "")
+    body = (
+        f"<h1>{e(title)}</h1>"
+        + (_summary(total, k) if total else "<p>No finished episode yet.</p>")
+        + filters
+        + table
+    )
+    return _page(title, body, root="")
+
+
+# -- an episode ------------------------------------------------------------------------------
+
+
+def _fold(text: str) -> str:
+    lines = text.splitlines()
+    if len(lines) <= FOLD_LINES:
+        return f"<pre>{e(text)}</pre>"
+    head, middle, tail = lines[:20], lines[20:-20], lines[-20:]
+    return (
+        f"<pre>{e(chr(10).join(head))}</pre>"
+        f"<details class='folded'><summary>{len(middle)} more lines</summary>"
+        f"<pre>{e(chr(10).join(middle))}</pre></details>"
+        f"<pre>{e(chr(10).join(tail))}</pre>"
+    )
+
+
+def _arguments(raw: str) -> str:
+    try:
+        return json.dumps(json.loads(raw), indent=2, ensure_ascii=False)
+    except ValueError:
+        return raw  # shown as the model sent it: a malformed call is worth seeing
+
+
+def _message(message: dict[str, Any]) -> str:
+    role = str(message.get("role", "?"))
+    content = message.get("content")
+    if isinstance(content, list):  # content parts: their text
+        content = "\n".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return (
+        f"<div class='message {e(role)}'><div class='role'>{e(role)}</div>"
+        f"{_fold(str(content or ''))}</div>"
+    )
+
+
+def _result(result: ToolResult) -> str:
+    status = "error" if result.error else "ok"
+    code = "" if result.exit_code is None else f"exit {result.exit_code} · "
+    return (
+        f"<div class='result {status}'><div class='name'>← {e(result.name)} "
+        f"({e(code)}{result.duration_s:.2f} s)</div>{_fold(result.output or result.text)}</div>"
+    )
+
+
+def _turn(number: int, turn: Turn) -> str:
+    c = turn.completion
+    u = c.usage
+    facts = [
+        f"{u.prompt_tokens:,} in ({u.cached_tokens:,} cached)",
+        f"{u.completion_tokens:,} out",
+        _money(c.cost_usd),
+        f"model {turn.model_s:.2f} s",
+        f"tools {turn.tools_s:.2f} s",
+        f"paused {turn.paused_s:.2f} s",
+    ]
+    if c.retries:
+        facts.append(f"{c.retries} retries")
+    if c.route is not None:
+        facts.append(f"endpoint {c.route.endpoint}")
+    if turn.policy_version is not None:
+        facts.append(f"policy {turn.policy_version}")
+    parts = [f"<div class='facts'>{e(' · '.join(facts))}</div>"]
+    if c.reasoning_content:
+        parts.append(
+            "<details class='reasoning'><summary>reasoning "
+            f"({len(c.reasoning_content):,} characters)</summary>"
+            f"<pre>{e(c.reasoning_content)}</pre></details>"
+        )
+    if c.content:
+        parts.append(f"<div class='content'>{_fold(c.content)}</div>")
+    results = {r.call_id: r for r in turn.tool_results}
+    for call in c.tool_calls:
+        parts.append(
+            f"<div class='call'><div class='name'>→ {e(call.name)}</div>"
+            f"<pre>{e(_arguments(call.arguments))}</pre></div>"
+        )
+        if call.id in results:
+            parts.append(_result(results.pop(call.id)))
+    parts.extend(_result(r) for r in results.values())  # answering no call we kept
+    return f"<section class='turn'><h3>turn {number}</h3>{''.join(parts)}</section>"
+
+
+def _checks(score: Score | None) -> str:
+    if score is None:
+        return "<p>Not verified.</p>"
+    rows = "".join(
+        f"<tr class='{'passed' if c.passed else 'failed'}'><td>{e(c.name)}</td>"
+        f"<td>{c.score:.2f}</td><td>{'passed' if c.passed else 'failed'}</td>"
+        f"<td>{_fold(c.detail) if c.detail else ''}</td></tr>"
+        for c in score.checks
+    )
+    error = f"<p class='error'>{e(score.error)}</p>" if score.error else ""
+    return (
+        f"<p>reward {score.reward:.3f} · {'passed' if score.passed else 'failed'}</p>{error}"
+        f"<table class='checks'><thead><tr><th>check</th><th>score</th><th>verdict</th>"
+        f"<th>detail</th></tr></thead><tbody>{rows}</tbody></table>"
+    )
+
+
+def episode_page(
+    episode: Episode, trajectory: Trajectory | None, problem: str | None = None
+) -> str:
+    """One episode's page: the conversation as sent, turn by turn, then its checks;
+    ``problem`` says why its trajectory could not be read."""
+    r = episode.result
+    title = f"{r.task_id} #{r.sample}"
+    facts = (
+        f"{episode.status} · reward {'—' if r.reward is None else f'{r.reward:.2f}'} · "
+        f"{r.turns} turns · {_money(r.cost_usd)} · {r.wall_s:.1f} s · {r.outcome}"
+    )
+    parts = [
+        f"<p><a href='../index.html'>← the job</a></p><h1>{e(title)}</h1>",
+        f"<p class='facts'>{e(facts)}</p>",
+    ]
+    if r.error:
+        parts.append(f"<p class='error'>{e(r.error)}</p>")
+    if problem is not None:
+        parts.append(f"<p class='error'>Its trajectory could not be read: {e(problem)}</p>")
+    elif trajectory is None:
+        parts.append("<p>No trajectory was written for this episode.</p>")
+    if trajectory is not None:
+        first = [m for m in trajectory.messages[:2] if m.get("role") in ("system", "user")]
+        parts.append("<h2>prompt</h2>" + "".join(_message(m) for m in first))
+        parts.append("<h2>turns</h2>")
+        parts.extend(_turn(i, t) for i, t in enumerate(trajectory.turns, 1))
+    score = r.score or (trajectory.score if trajectory is not None else None)
+    parts.append("<h2>verification</h2>" + _checks(score))
+    return _page(title, "".join(parts), root="../")

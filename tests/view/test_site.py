@@ -1,0 +1,137 @@
+"""`agentenv view` builds a static site from an eval job folder or one trajectory file:
+every episode has its page, the agent's text is always escaped, nothing on any page points
+off the machine, and a broken input is named, not a crash."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from agentenv.view import build_site
+from agentenv.view.job import NotAJob
+from tests.view.jobs import HOSTILE, REASONING, trajectory, write_job
+
+pytestmark = pytest.mark.no_docker
+
+TASKS = ["parse-csv", "odd name é", "odd_name_é", "t10", "t2"]
+
+
+class _Links(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.urls: list[str] = []
+        self.tags: list[str] = []
+        self.meta: list[dict[str, str | None]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append(tag)
+        for name, value in attrs:
+            if name in ("src", "href", "action", "srcset", "poster", "data") and value:
+                self.urls.append(value)
+        if tag == "meta":
+            self.meta.append(dict(attrs))
+
+
+def _parse(page: Path) -> _Links:
+    parser = _Links()
+    parser.feed(page.read_text(encoding="utf-8"))
+    return parser
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    job = tmp_path_factory.mktemp("job") / "my-job"
+    write_job(job, TASKS)
+    return build_site(job)
+
+
+def test_every_episode_has_a_page_linked_from_the_job(site: Path) -> None:
+    assert site == site.parent / "index.html" and site.parent.name == "view"
+    links = [u for u in _parse(site).urls if u.startswith("episodes/")]
+    assert len(links) == len(TASKS) * 2 == len(set(links))  # odd names do not collide
+    for link in links:
+        page = site.parent / link
+        assert page.is_file(), link
+        assert "../index.html" in _parse(page).urls
+
+
+def test_the_agents_markup_is_text_everywhere(site: Path) -> None:
+    pages = [site, *site.parent.glob("episodes/*.html")]
+    for page in pages:
+        text = page.read_text(encoding="utf-8")
+        assert "<script>alert" not in text and "<img" not in text, page
+        assert _parse(page).tags.count("script") == 1  # ours, from assets/
+    episode = (site.parent / "episodes" / "t2--0.html").read_text(encoding="utf-8")
+    assert "&lt;/pre&gt;&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;" in episode
+    # the reasoning is on the page, folded until opened
+    assert "<details class='reasoning'>" in episode
+    assert REASONING.split(".")[0] in episode
+
+
+def test_nothing_on_a_page_points_off_the_machine(site: Path) -> None:
+    for page in [site, *site.parent.glob("episodes/*.html")]:
+        parsed = _parse(page)
+        for url in parsed.urls:
+            assert "://" not in url and not url.startswith("//"), (page, url)
+            assert (page.parent / url).resolve().is_relative_to(site.parent), (page, url)
+        policies = [m.get("content") or "" for m in parsed.meta]
+        assert any("default-src 'none'" in p and "connect-src 'none'" in p for p in policies)
+    for asset in (site.parent / "assets").iterdir():
+        text = asset.read_text()
+        assert "http://" not in text and "https://" not in text, asset
+
+
+def test_outcomes_and_a_broken_trajectory_show(site: Path) -> None:
+    index = site.read_text(encoding="utf-8")
+    assert index.count("data-status='error'") == 1
+    assert index.count("data-status='passed'") + index.count("data-status='failed'") == 9
+    cut = (site.parent / "episodes" / "parse-csv--0.html").read_text(encoding="utf-8")
+    assert "could not be read" in cut and "parse-csv/0.json" in cut
+    errored = (site.parent / "episodes" / "t2--1.html").read_text(encoding="utf-8")
+    assert "the container died" in errored
+
+
+def test_a_single_trajectory_file(tmp_path: Path) -> None:
+    path = tmp_path / "run.json"
+    path.write_text(trajectory("solo", passed=True).model_dump_json())
+    index = build_site(path)
+    assert index.parent == tmp_path / "run.json.view"
+    pages = list(index.parent.glob("episodes/*.html"))
+    assert len(pages) == 1 and "tests pass" in pages[0].read_text(encoding="utf-8")
+
+
+def test_what_is_not_a_job_is_named(tmp_path: Path) -> None:
+    with pytest.raises(NotAJob, match=r"no config\.json"):
+        build_site(tmp_path)
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"task_id": "x", "messages": "not a list"}')
+    with pytest.raises(NotAJob, match=r"bad\.json: not a trajectory: messages"):
+        build_site(bad)
+    done = subprocess.run(
+        [sys.executable, "-m", "agentenv", "view", str(bad)], capture_output=True, text=True
+    )
+    assert done.returncode == 1 and "bad.json" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_the_cli_prints_where_the_site_is(tmp_path: Path) -> None:
+    write_job(tmp_path / "job", ["a", "b"])
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "agentenv",
+            "view",
+            str(tmp_path / "job"),
+            "-o",
+            str(tmp_path / "s"),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == str((tmp_path / "s" / "index.html").resolve())
+    assert HOSTILE not in (tmp_path / "s" / "index.html").read_text(encoding="utf-8")
