@@ -9,7 +9,7 @@ from typing import Any
 
 from agentenv.agent.tools import ToolResult
 from agentenv.agent.trajectory import Trajectory, Turn
-from agentenv.runner.summary import Row, summarize
+from agentenv.runner.summary import Row
 from agentenv.verify import Score
 from agentenv.view.job import Episode, Job
 
@@ -123,14 +123,24 @@ def _row(ep: Episode) -> str:
     )
 
 
-def job_page(job: Job) -> str:
-    """The job's page: its summary and every episode, sortable and filterable."""
-    results = [ep.result for ep in job.episodes]
-    tags = {ep.result.task_id: ep.tags for ep in job.episodes}
+def _charts(charts: list[tuple[str, str]], missing: str | None) -> str:
+    if missing:
+        return f"<p class='note'>{e(missing)}</p>"
+    images = "".join(
+        f"<figure><img src='{e(src)}' alt='{e(what)}'></figure>" for src, what in charts
+    )
+    return f"<section class='charts'>{images}</section>" if images else ""
+
+
+def job_page(
+    job: Job, rows: list[Row], charts: list[tuple[str, str]], missing: str | None = None
+) -> str:
+    """The job's page: its summary (``rows`` from :func:`summarize`, the total last), its
+    charts (``(file, what it shows)``, or ``missing`` saying why there are none), and every
+    episode, sortable and filterable."""
     k = max(job.samples, 1)
-    rows = summarize(results, k, tags) if results else []
     total = rows[-1] if rows else None
-    outcomes = sorted({r.outcome for r in results})
+    outcomes = sorted({ep.result.outcome for ep in job.episodes})
     filters = (
         "<div class='filters'>"
         "<label>show <select id='status'><option value=''>all</option>"
@@ -151,6 +161,7 @@ def job_page(job: Job) -> str:
     body = (
         f"<h1>{e(title)}</h1>"
         + (_summary(total, k) if total else "<p>No finished episode yet.</p>")
+        + _charts(charts, missing)
         + filters
         + table
     )

@@ -1,5 +1,6 @@
 """Write the site: ``index.html`` (the job), ``episodes/<task>--<sample>.html`` (each
-episode, read only when opened), ``assets/`` (our stylesheet and script)."""
+episode, read only when opened), ``charts/`` (SVG), ``assets/`` (our stylesheet and
+script)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import shutil
 from pathlib import Path
 
 from agentenv.log import get_logger
+from agentenv.runner.summary import summarize
+from agentenv.view.charts import job_charts
 from agentenv.view.job import NotAJob, load_job, load_trajectory
 from agentenv.view.pages import episode_page, job_page
 
@@ -35,12 +38,32 @@ def build_site(source: Path, out: Path | None = None) -> Path:
                 log.warning("view.trajectory_unreadable", error=str(e))
                 problem = str(e)
         _write(pages / f"{episode.key}.html", episode_page(episode, trajectory, problem))
+    results = [ep.result for ep in job.episodes]
+    tags = {ep.result.task_id: ep.tags for ep in job.episodes}
+    rows = summarize(results, max(job.samples, 1), tags) if results else []
+    shown: list[tuple[str, str]] = []  # (file, what it shows)
+    missing = None
+    if rows:
+        try:
+            drawn = job_charts(rows)
+        except ImportError:
+            missing = "charts need matplotlib: pip install 'agentenv[view]'"
+            log.warning("view.no_charts", reason=missing)
+        else:
+            (out / "charts").mkdir(exist_ok=True)
+            for name, (what, svg) in drawn.items():
+                _write_bytes(out / "charts" / name, svg)
+                shown.append((f"charts/{name}", what))
     index = out / "index.html"
-    _write(index, job_page(job))
+    _write(index, job_page(job, rows, shown, missing))
     return index
 
 
 def _write(path: Path, text: str) -> None:
+    _write_bytes(path, text.encode("utf-8"))
+
+
+def _write_bytes(path: Path, data: bytes) -> None:
     partial = path.with_name(path.name + ".partial")
-    partial.write_text(text, encoding="utf-8")
+    partial.write_bytes(data)
     partial.replace(path)  # a browser refreshing meanwhile never sees half a page

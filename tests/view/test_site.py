@@ -8,6 +8,7 @@ import subprocess
 import sys
 from html.parser import HTMLParser
 from pathlib import Path
+from xml.etree import ElementTree
 
 import pytest
 
@@ -63,7 +64,7 @@ def test_the_agents_markup_is_text_everywhere(site: Path) -> None:
     pages = [site, *site.parent.glob("episodes/*.html")]
     for page in pages:
         text = page.read_text(encoding="utf-8")
-        assert "<script>alert" not in text and "<img" not in text, page
+        assert "<script>alert" not in text and "<img src='http" not in text, page
         assert _parse(page).tags.count("script") == 1  # ours, from assets/
     episode = (site.parent / "episodes" / "t2--0.html").read_text(encoding="utf-8")
     assert "&lt;/pre&gt;&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;" in episode
@@ -135,3 +136,32 @@ def test_the_cli_prints_where_the_site_is(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == str((tmp_path / "s" / "index.html").resolve())
     assert HOSTILE not in (tmp_path / "s" / "index.html").read_text(encoding="utf-8")
+
+
+def test_the_charts_are_files_of_ours_that_fetch_nothing(site: Path) -> None:
+    images = [u for u in _parse(site).urls if u.endswith(".svg")]
+    assert sorted(images) == [
+        "charts/cost.svg", "charts/phases.svg", "charts/reward.svg", "charts/tags.svg",
+        "charts/time.svg",
+    ]  # fmt: skip
+    for image in images:
+        tree = ElementTree.parse(site.parent / image)  # well-formed SVG
+        assert tree.getroot().tag == "{http://www.w3.org/2000/svg}svg"
+        for element in tree.iter():
+            for name, value in element.attrib.items():
+                if name.endswith("href"):
+                    assert value.startswith("#"), (image, name, value)  # inside the file only
+    # the task names are drawn (as paths: no font to fetch), so the reward chart has a bar
+    # per task; with many tasks it shows their spread instead
+    reward = (site.parent / "charts" / "reward.svg").read_text()
+    assert reward.count("<path") > len(TASKS)
+
+
+def test_without_matplotlib_the_site_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_job(tmp_path / "job", ["a", "b"])
+    monkeypatch.setitem(sys.modules, "matplotlib.figure", None)  # import fails
+    index = build_site(tmp_path / "job")
+    assert "charts need matplotlib" in index.read_text(encoding="utf-8")
+    assert not (index.parent / "charts").exists()
