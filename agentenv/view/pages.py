@@ -26,10 +26,12 @@ def e(value: object) -> str:
     return html.escape(str(value), quote=True)
 
 
-def _page(title: str, body: str, *, root: str) -> str:
+def _page(title: str, body: str, *, root: str, refresh_s: float | None = None) -> str:
+    refresh = f"<meta http-equiv='refresh' content='{refresh_s:g}'>" if refresh_s else ""
     return (
         "<!doctype html>\n<html lang='en'><head><meta charset='utf-8'>"
-        f"<meta http-equiv='Content-Security-Policy' content=\"{_CSP}\">"
+        + refresh
+        + f"<meta http-equiv='Content-Security-Policy' content=\"{_CSP}\">"
         "<meta name='viewport' content='width=device-width, initial-scale=1'>"
         f"<title>{e(title)}</title>"
         f"<link rel='stylesheet' href='{root}assets/view.css'>"
@@ -133,11 +135,16 @@ def _charts(charts: list[tuple[str, str]], missing: str | None) -> str:
 
 
 def job_page(
-    job: Job, rows: list[Row], charts: list[tuple[str, str]], missing: str | None = None
+    job: Job,
+    rows: list[Row],
+    charts: list[tuple[str, str]],
+    missing: str | None = None,
+    *,
+    refresh_s: float | None = None,
 ) -> str:
     """The job's page: its summary (``rows`` from :func:`summarize`, the total last), its
     charts (``(file, what it shows)``, or ``missing`` saying why there are none), and every
-    episode, sortable and filterable."""
+    episode, sortable and filterable; reloading itself every ``refresh_s`` if given."""
     k = max(job.samples, 1)
     total = rows[-1] if rows else None
     outcomes = sorted({ep.result.outcome for ep in job.episodes})
@@ -165,7 +172,7 @@ def job_page(
         + filters
         + table
     )
-    return _page(title, body, root="")
+    return _page(title, body, root="", refresh_s=refresh_s)
 
 
 # -- an episode ------------------------------------------------------------------------------

@@ -4,32 +4,70 @@ script)."""
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import hashlib
+import json
 import shutil
 from pathlib import Path
 
 from agentenv.log import get_logger
 from agentenv.runner.summary import summarize
+from agentenv.view import pages
 from agentenv.view.charts import job_charts
-from agentenv.view.job import NotAJob, load_job, load_trajectory
+from agentenv.view.job import Episode, NotAJob, load_job, load_trajectory
 from agentenv.view.pages import episode_page, job_page
 
 log = get_logger(__name__)
 _ASSETS = Path(__file__).with_name("assets")
 
 
-def build_site(source: Path, out: Path | None = None) -> Path:
+def site_folder(source: Path) -> Path:
+    """Where the site of ``source`` goes by default: ``<job folder>/view``, or
+    ``<file>.view`` beside a trajectory file."""
+    return source / "view" if source.is_dir() else source.with_name(source.name + ".view")
+
+
+@functools.cache
+def _pages_version() -> str:
+    """The page-making code itself: a page made by another version is made again."""
+    return hashlib.sha256(Path(pages.__file__).read_bytes()).hexdigest()
+
+
+def _fingerprint(episode: Episode) -> str:
+    """What an episode's page is made from: its result line, its trajectory file, and the
+    code that makes pages."""
+    seen = _pages_version() + episode.result.model_dump_json()
+    if episode.trajectory is not None:
+        with contextlib.suppress(OSError):
+            st = episode.trajectory.stat()
+            seen += f"|{st.st_mtime_ns}|{st.st_size}"
+    return hashlib.sha256(seen.encode()).hexdigest()
+
+
+def build_site(source: Path, out: Path | None = None, *, refresh_s: float | None = None) -> Path:
     """Build the site of ``source`` (a job folder or a trajectory file) into ``out``
-    (default: ``<job folder>/view``, or ``<file>.view`` beside a trajectory file) and
-    return its ``index.html``. Raises :class:`~agentenv.view.job.NotAJob` when ``source``
-    is neither. An episode whose trajectory is missing or malformed still gets its page,
-    saying so (a job may still be running, or was killed mid-write)."""
+    (default: :func:`site_folder`) and return its ``index.html``; built again, only the
+    episodes whose result or trajectory changed get their page again. ``refresh_s`` makes
+    the job page reload itself that often (a job still running). Raises
+    :class:`~agentenv.view.job.NotAJob` when ``source`` is neither. An episode whose
+    trajectory is missing or malformed still gets its page, saying so (a job may still be
+    running, or was killed mid-write)."""
     job = load_job(source)
-    if out is None:
-        out = source / "view" if source.is_dir() else source.with_name(source.name + ".view")
-    pages = out / "episodes"
-    pages.mkdir(parents=True, exist_ok=True)
+    out = out or site_folder(source)
+    folder = out / "episodes"
+    folder.mkdir(parents=True, exist_ok=True)
     shutil.copytree(_ASSETS, out / "assets", dirs_exist_ok=True)
+    manifest = out / ".built.json"
+    try:
+        built: dict[str, str] = json.loads(manifest.read_text())
+    except (OSError, ValueError):
+        built = {}
     for episode in job.episodes:
+        page = folder / f"{episode.key}.html"
+        fingerprint = _fingerprint(episode)
+        if built.get(episode.key) == fingerprint and page.exists():
+            continue
         trajectory, problem = None, None
         if episode.trajectory is not None:
             try:
@@ -37,7 +75,9 @@ def build_site(source: Path, out: Path | None = None) -> Path:
             except NotAJob as e:
                 log.warning("view.trajectory_unreadable", error=str(e))
                 problem = str(e)
-        _write(pages / f"{episode.key}.html", episode_page(episode, trajectory, problem))
+        _write(page, episode_page(episode, trajectory, problem))
+        built[episode.key] = fingerprint
+    _write(manifest, json.dumps(built))
     results = [ep.result for ep in job.episodes]
     tags = {ep.result.task_id: ep.tags for ep in job.episodes}
     rows = summarize(results, max(job.samples, 1), tags) if results else []
@@ -55,7 +95,7 @@ def build_site(source: Path, out: Path | None = None) -> Path:
                 _write_bytes(out / "charts" / name, svg)
                 shown.append((f"charts/{name}", what))
     index = out / "index.html"
-    _write(index, job_page(job, rows, shown, missing))
+    _write(index, job_page(job, rows, shown, missing, refresh_s=refresh_s))
     return index
 
 

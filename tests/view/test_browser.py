@@ -68,6 +68,9 @@ def test_a_filter_hides_passed_episodes(browser: webdriver.Chrome, site: Path) -
     Select(browser.find_element(By.ID, "status")).select_by_visible_text("all")
     browser.find_element(By.ID, "text").send_keys("odd")
     assert len(_visible_rows(browser)) == 2
+    browser.refresh()  # a running job's page reloads itself: the filter stays
+    assert len(_visible_rows(browser)) == 2
+    assert browser.find_element(By.ID, "text").get_attribute("value") == "odd"
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     browser.find_element(By.ID, "text").clear()
     browser.find_element(By.ID, "text").send_keys(" ")  # an input event: all rows again

@@ -20,7 +20,22 @@ document.addEventListener("DOMContentLoaded", () => {
     }
     shown.textContent = n + " of " + rows.length + " episodes";
   }
+  // the filters live in the address's #fragment too, so a reload (a running job's page
+  // reloads itself) keeps them
+  const saved = new URLSearchParams(location.hash.slice(1));
+  status.value = saved.get("status") || "";
+  outcome.value = saved.get("outcome") || "";
+  text.value = saved.get("text") || "";
+  function remember() {
+    const state = new URLSearchParams();
+    if (status.value) state.set("status", status.value);
+    if (outcome.value) state.set("outcome", outcome.value);
+    if (text.value) state.set("text", text.value);
+    history.replaceState(null, "", "#" + state.toString());
+  }
   for (const control of [status, outcome, text]) {
+    control.addEventListener("change", remember);
+    control.addEventListener("input", remember);
     control.addEventListener("input", filter);
     control.addEventListener("change", filter);
   }

@@ -1,0 +1,69 @@
+"""``agentenv view --serve``: the site on loopback, built again while the job runs."""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Callable
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from agentenv.log import get_logger
+from agentenv.view.job import NotAJob
+from agentenv.view.site import build_site, site_folder
+
+log = get_logger(__name__)
+
+
+class _Quiet(SimpleHTTPRequestHandler):
+    """Files of the site, no request log on the terminal."""
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def _stamp(source: Path) -> tuple[int, int]:
+    """What changes when the job writes: its results file (or the one trajectory file)."""
+    watched = source / "results.jsonl" if source.is_dir() else source
+    try:
+        st = watched.stat()
+    except OSError:
+        return (0, 0)
+    return (st.st_mtime_ns, st.st_size)
+
+
+def serve(
+    source: Path,
+    out: Path | None,
+    *,
+    port: int,
+    every_s: float = 5.0,
+    ready: Callable[[str], None] = print,
+    stop: threading.Event | None = None,
+) -> None:
+    """Build the site, serve it on 127.0.0.1:``port`` (0: a free one) and tell ``ready``
+    its URL; every ``every_s`` build it again if the job wrote since (the job page reloads
+    itself as often). Runs until ``stop`` is set or Ctrl-C. Raises
+    :class:`~agentenv.view.job.NotAJob` before serving when ``source`` is not a job."""
+    out = out or site_folder(source)
+    build_site(source, out, refresh_s=every_s)
+    handler = functools.partial(_Quiet, directory=str(out))
+    with ThreadingHTTPServer(("127.0.0.1", port), handler) as server:
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        bound = server.server_address[1]
+        ready(f"http://127.0.0.1:{bound}/index.html")
+        seen = _stamp(source)
+        stop = stop or threading.Event()
+        try:
+            while not stop.wait(every_s):
+                now = _stamp(source)
+                if now == seen:
+                    continue
+                seen = now
+                try:
+                    build_site(source, out, refresh_s=every_s)
+                except (NotAJob, OSError) as e:  # caught mid-write: the next round has it
+                    log.info("view.rebuild_failed", error=str(e))
+        finally:
+            server.shutdown()
