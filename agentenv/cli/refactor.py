@@ -162,6 +162,7 @@ def refactor(
         f"report: {out_dir}/summary.md (and summary.json), patches in {out_dir}/patches/",
         highlight=False,
     )
+    out.print(f"to read it: agentenv view {out_dir}", highlight=False, soft_wrap=True)
     if budget.stopped:
         err.print(
             f"[bold yellow]stopped:[/] the job has spent ${budget.spent_usd:.4f} of its "

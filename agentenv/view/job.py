@@ -1,4 +1,5 @@
 """What the viewer reads: an eval job folder (``config.json``, ``results.jsonl``,
+``trajectories/``), a refactor job folder (``config.json``, ``report.jsonl``, ``patches/``,
 ``trajectories/``) or a single trajectory file, as plain rows."""
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from pydantic import BaseModel, ValidationError
 
 from agentenv.agent.trajectory import Trajectory
 from agentenv.errors import AgentenvError
+from agentenv.runner.refactor import REPORT, SOLVED, RefactorConfig, RepoResult, load_report
 from agentenv.runner.results import EpisodeResult, JobConfig, load_results
 
 
@@ -42,13 +44,35 @@ class Episode(BaseModel):
         return "passed" if self.result.passed else "failed"
 
 
+class RepoEpisode(BaseModel):
+    """One repo of a refactor job, and where its trajectory and patch are."""
+
+    result: RepoResult
+    trajectory: Path | None = None
+    patch: Path | None = None
+
+    @property
+    def key(self) -> str:
+        """A name for its page (the job's own slug for the repo)."""
+        return _safe(self.result.slug or self.result.repo)
+
+    @property
+    def status(self) -> str:
+        """passed (changed, tests green), failed or error."""
+        if self.result.outcome == "error":
+            return "error"
+        return "passed" if self.result.outcome == SOLVED else "failed"
+
+
 class Job(BaseModel):
-    """A job as the viewer shows it."""
+    """A job as the viewer shows it: an eval's episodes, or a refactor's repos."""
 
     title: str
     model: str | None = None
     samples: int = 1
-    episodes: list[Episode]
+    episodes: list[Episode] = []
+    repos: list[RepoEpisode] = []
+    instruction: str | None = None  # a refactor's
 
 
 def _safe(name: str) -> str:
@@ -64,6 +88,8 @@ def load_job(path: Path) -> Job:
     config_path = path / "config.json"
     if not config_path.is_file():
         raise NotAJob(f"{path} is not a job folder (no config.json) nor a trajectory file")
+    if (path / REPORT).is_file():
+        return _refactor(path, config_path)
     try:
         config = JobConfig.model_validate_json(config_path.read_bytes())
     except ValidationError as e:
@@ -74,6 +100,22 @@ def load_job(path: Path) -> Job:
         tags = config.tags.get(result.task_id, [])
         episodes.append(Episode(result=result, tags=tags, trajectory=trajectory))
     return Job(title=path.name, model=config.model, samples=config.samples, episodes=episodes)
+
+
+def _refactor(path: Path, config_path: Path) -> Job:
+    try:
+        config = RefactorConfig.model_validate_json(config_path.read_bytes())
+    except ValidationError as e:
+        raise NotAJob(f"{config_path}: not a refactor job's config: {e.errors()[0]['msg']}") from e
+    repos = []
+    for _, result in sorted(load_report(path).items()):
+        trajectory = path / "trajectories" / f"{result.slug}.json" if result.slug else None
+        exists = trajectory is not None and trajectory.is_file()
+        patch = path / result.patch if result.patch else None
+        repos.append(
+            RepoEpisode(result=result, trajectory=trajectory if exists else None, patch=patch)
+        )
+    return Job(title=path.name, model=config.model, repos=repos, instruction=config.instruction)
 
 
 def _single(path: Path) -> Job:

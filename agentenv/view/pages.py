@@ -9,9 +9,10 @@ from typing import Any
 
 from agentenv.agent.tools import ToolResult
 from agentenv.agent.trajectory import Trajectory, Turn
+from agentenv.runner.refactor import TestRun
 from agentenv.runner.summary import Row
 from agentenv.verify import Score
-from agentenv.view.job import Episode, Job
+from agentenv.view.job import Episode, Job, RepoEpisode
 
 # nothing but the site's own files; no connection of any kind from the page
 _CSP = (
@@ -302,3 +303,131 @@ def episode_page(
     score = r.score or (trajectory.score if trajectory is not None else None)
     parts.append("<h2>verification</h2>" + _checks(score))
     return _page(title, "".join(parts), root="../")
+
+
+# -- a refactor job ----------------------------------------------------------------------------
+
+_REPO_COLUMNS = ("repo", "status", "outcome", "tests before", "tests after", "files", "+ / −",
+                 "turns", "cost", "wall")  # fmt: skip
+
+
+def _tests(run: TestRun | None) -> str:
+    return "—" if run is None else run.verdict
+
+
+def _repo_row(repo: RepoEpisode) -> str:
+    r = repo.result
+    cells: list[tuple[object, object]] = [
+        (r.repo, r.repo),
+        (repo.status, repo.status),
+        (r.outcome, r.outcome),
+        (_tests(r.before), _tests(r.before)),
+        (_tests(r.after), _tests(r.after)),
+        (r.files_changed, r.files_changed),
+        (f"+{r.insertions} −{r.deletions}", r.insertions + r.deletions),
+        (r.turns, r.turns),
+        (_money(r.cost_usd), r.cost_usd),
+        (f"{r.wall_s:.1f} s", r.wall_s),
+    ]
+    link = f"episodes/{e(repo.key)}.html"
+    tds = "".join(
+        f"<td data-sort='{e(key)}'>" + (f"<a href='{link}'>{e(text)}</a>" if i == 0 else e(text))
+        + "</td>"
+        for i, (text, key) in enumerate(cells)
+    )  # fmt: skip
+    return (
+        f"<tr class='{repo.status}' data-status='{repo.status}' data-outcome='{e(r.outcome)}' "
+        f"data-text='{e(r.repo.lower())}'>{tds}</tr>"
+    )
+
+
+def refactor_page(job: Job, *, refresh_s: float | None = None) -> str:
+    """A refactor job's page: the instruction, the outcomes, every repo in the table."""
+    results = [repo.result for repo in job.repos]
+    solved = sum(1 for repo in job.repos if repo.status == "passed")
+    cost = sum(r.cost_usd for r in results)
+    stats = [
+        ("repos", str(len(results))),
+        ("changed, tests green", str(solved)),
+        ("tokens in / cached / out", f"{sum(r.prompt_tokens for r in results):,} / "
+         f"{sum(r.cached_tokens for r in results):,} / "
+         f"{sum(r.completion_tokens for r in results):,}"),
+        ("cost", _money(cost)),
+        ("$ per solved repo", _money(cost / solved) if solved else "—"),
+        ("time (repos)", f"{sum(r.wall_s for r in results):.1f} s"),
+    ]  # fmt: skip
+    outcomes = sorted({r.outcome for r in results})
+    filters = (
+        "<div class='filters'>"
+        "<label>show <select id='status'><option value=''>all</option>"
+        "<option>passed</option><option>failed</option><option>error</option></select></label>"
+        "<label>outcome <select id='outcome'><option value=''>any</option>"
+        + "".join(f"<option>{e(o)}</option>" for o in outcomes)
+        + "</select></label>"
+        "<label>repo <input id='text' type='search' placeholder='filter'></label>"
+        "<span id='shown'></span></div>"
+    )
+    head = "".join(f"<th data-col='{i}'>{e(c)}</th>" for i, c in enumerate(_REPO_COLUMNS))
+    title = f"{job.title}" + (f" — {job.model}" if job.model else "")
+    body = (
+        f"<h1>{e(title)}</h1>"
+        + (f"<pre class='instruction'>{e(job.instruction)}</pre>" if job.instruction else "")
+        + "<section class='summary'>"
+        + "".join(_stat(n, v) for n, v in stats)
+        + "</section>"
+        + filters
+        + f"<table id='episodes'><thead><tr>{head}</tr></thead><tbody>"
+        + "".join(_repo_row(repo) for repo in job.repos)
+        + "</tbody></table>"
+    )
+    return _page(title, body, root="", refresh_s=refresh_s)
+
+
+def _diff(patch: str) -> str:
+    lines = []
+    for line in patch.splitlines():
+        kind = (
+            "file" if line.startswith(("diff --git", "+++ ", "--- ", "index "))
+            else "hunk" if line.startswith("@@")
+            else "add" if line.startswith("+")
+            else "del" if line.startswith("-")
+            else "same"
+        )  # fmt: skip
+        lines.append(f"<span class='{kind}'>{e(line)}</span>")
+    return "<pre class='diff'>" + "\n".join(lines) + "</pre>"
+
+
+def _test_run(name: str, run: TestRun | None) -> str:
+    if run is None:
+        return f"<h3>{e(name)}: not run</h3>"
+    return (
+        f"<h3>{e(name)}: {e(run.verdict)} ({run.duration_s:.1f} s)</h3>"
+        f"<div class='facts'>{e(run.command)}</div>{_fold(run.tail)}"
+    )
+
+
+def repo_page(
+    repo: RepoEpisode, trajectory: Trajectory | None, patch: str | None, problem: str | None
+) -> str:
+    """A repo's page: its outcome, the patch as a coloured diff, the tests before and after,
+    then the agent's conversation turn by turn."""
+    r = repo.result
+    facts = (
+        f"{r.outcome} · {r.files_changed} files, +{r.insertions} −{r.deletions} · "
+        f"{r.turns} turns · {_money(r.cost_usd)} · {r.wall_s:.1f} s"
+    )
+    parts = [
+        f"<p><a href='../index.html'>← the job</a></p><h1>{e(r.repo)}</h1>",
+        f"<p class='facts'>{e(facts)}</p>",
+    ]
+    if r.error:
+        parts.append(f"<p class='error'>{e(r.error)}</p>")
+    parts.extend(f"<p class='note'>{e(note)}</p>" for note in r.notes)
+    parts.append("<h2>patch</h2>" + (_diff(patch) if patch else "<p>No patch.</p>"))
+    parts.append("<h2>tests</h2>" + _test_run("before", r.before) + _test_run("after", r.after))
+    if problem is not None:
+        parts.append(f"<p class='error'>Its trajectory could not be read: {e(problem)}</p>")
+    if trajectory is not None:
+        parts.append("<h2>turns</h2>")
+        parts.extend(_turn(i, t) for i, t in enumerate(trajectory.turns, 1))
+    return _page(r.repo, "".join(parts), root="../")

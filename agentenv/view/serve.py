@@ -23,14 +23,19 @@ class _Quiet(SimpleHTTPRequestHandler):
         pass
 
 
-def _stamp(source: Path) -> tuple[int, int]:
-    """What changes when the job writes: its results file (or the one trajectory file)."""
-    watched = source / "results.jsonl" if source.is_dir() else source
-    try:
-        st = watched.stat()
-    except OSError:
-        return (0, 0)
-    return (st.st_mtime_ns, st.st_size)
+def _stamp(source: Path) -> tuple[tuple[int, int], ...]:
+    """What changes when the job writes: its results (an eval's results.jsonl, a refactor's
+    report.jsonl), or the one trajectory file."""
+    watched = [source / "results.jsonl", source / "report.jsonl"] if source.is_dir() else [source]
+    seen = []
+    for path in watched:
+        try:
+            st = path.stat()
+        except OSError:
+            seen.append((0, 0))
+            continue
+        seen.append((st.st_mtime_ns, st.st_size))
+    return tuple(seen)
 
 
 def serve(

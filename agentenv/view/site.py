@@ -15,8 +15,8 @@ from agentenv.log import get_logger
 from agentenv.runner.summary import summarize
 from agentenv.view import pages
 from agentenv.view.charts import job_charts
-from agentenv.view.job import Episode, NotAJob, load_job, load_trajectory
-from agentenv.view.pages import episode_page, job_page
+from agentenv.view.job import Episode, Job, NotAJob, load_job, load_trajectory
+from agentenv.view.pages import episode_page, job_page, refactor_page, repo_page
 
 log = get_logger(__name__)
 _ASSETS = Path(__file__).with_name("assets")
@@ -58,6 +58,8 @@ def build_site(source: Path, out: Path | None = None, *, refresh_s: float | None
     folder = out / "episodes"
     folder.mkdir(parents=True, exist_ok=True)
     shutil.copytree(_ASSETS, out / "assets", dirs_exist_ok=True)
+    if job.repos:
+        return _refactor_site(job, out, refresh_s)
     manifest = out / ".built.json"
     try:
         built: dict[str, str] = json.loads(manifest.read_text())
@@ -96,6 +98,27 @@ def build_site(source: Path, out: Path | None = None, *, refresh_s: float | None
                 shown.append((f"charts/{name}", what))
     index = out / "index.html"
     _write(index, job_page(job, rows, shown, missing, refresh_s=refresh_s))
+    return index
+
+
+def _refactor_site(job: Job, out: Path, refresh_s: float | None) -> Path:
+    """A refactor job: its page and one page per repo (a few, each small: all made again)."""
+    for repo in job.repos:
+        trajectory, problem, patch = None, None, None
+        if repo.trajectory is not None:
+            try:
+                trajectory = load_trajectory(repo.trajectory)
+            except NotAJob as e:
+                problem = str(e)
+        if repo.patch is not None:
+            try:
+                patch = repo.patch.read_text(encoding="utf-8", errors="replace")
+            except OSError as e:
+                problem = f"{repo.patch}: {e.strerror or e}"
+        page = repo_page(repo, trajectory, patch, problem)
+        _write(out / "episodes" / f"{repo.key}.html", page)
+    index = out / "index.html"
+    _write(index, refactor_page(job, refresh_s=refresh_s))
     return index
 
 

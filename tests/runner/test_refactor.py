@@ -21,6 +21,7 @@ from agentenv.runner.journal import read_lines
 from agentenv.runner.refactor import RepoResult, apply_patches, load_report, run_refactor
 from agentenv.runner.repos import RepoError, git, load_repo_list, patch_applies
 from agentenv.testing import K3Server, ScriptedToolCall, ScriptedTurn
+from agentenv.view import build_site
 
 pytestmark = pytest.mark.anyio
 ROOT = Path(__file__).resolve().parents[2]
@@ -126,6 +127,15 @@ async def test_a_scripted_model_refactors_through_the_loop(repos: Path, tmp_path
     figures = json.loads((tmp_path / "j" / "summary.json").read_text())
     assert figures["solved"] == 1 and figures["usd_per_solved"] == figures["cost_usd"] > 0
     assert f"(${result.cost_usd:.4f} per solved)" in (tmp_path / "j" / "summary.md").read_text()
+    # the job's site: the repo in the table, its page with the coloured patch, the tests
+    # before and after, and the agent's reasoning
+    index = build_site(tmp_path / "j")
+    assert "href='episodes/billing.html'" in index.read_text()
+    page = (index.parent / "episodes" / "billing.html").read_text()
+    assert "<span class='add'>+def get_json" in page
+    assert "<span class='del'>-def fetch_json" in page
+    assert "before: green" in page and "after: green" in page
+    assert "Find the uses first." in page and RENAME.split()[0] in index.read_text()
 
 
 def test_max_cost_stops_new_repos_and_a_higher_cap_finishes_the_job(
@@ -161,6 +171,7 @@ def test_max_cost_stops_new_repos_and_a_higher_cap_finishes_the_job(
         done = cli("--max-cost", "100")
         assert done.returncode == 0, done.stderr
         assert len(server.requests) == 2 and "stopped" not in done.stderr
+        assert f"to read it: agentenv view {job}" in done.stdout
     report = load_report(job)
     assert set(report) == {"billing", "docs-site"}
     assert all(r.cost_usd > 0 and r.outcome == "no-change" for r in report.values())
