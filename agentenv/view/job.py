@@ -1,6 +1,7 @@
 """What the viewer reads: an eval job folder (``config.json``, ``results.jsonl``,
 ``trajectories/``), a refactor job folder (``config.json``, ``report.jsonl``, ``patches/``,
-``trajectories/``) or a single trajectory file, as plain rows."""
+``trajectories/``), a folder of trajectory files (an RL pipeline's: groups, rewards,
+advantages) or a single trajectory file, as plain rows."""
 
 from __future__ import annotations
 
@@ -26,6 +27,8 @@ class Episode(BaseModel):
     result: EpisodeResult
     tags: list[str] = []
     trajectory: Path | None = None  # absolute; None when the episode wrote none
+    group: str | None = None  # an RL group's id (rollouts forked from one prepared state)
+    advantage: float | None = None  # within its group
 
     @property
     def key(self) -> str:
@@ -87,7 +90,10 @@ def load_job(path: Path) -> Job:
         return _single(path)
     config_path = path / "config.json"
     if not config_path.is_file():
-        raise NotAJob(f"{path} is not a job folder (no config.json) nor a trajectory file")
+        files = sorted(p for p in path.rglob("*.json") if "view" not in p.relative_to(path).parts)
+        if files:
+            return _trajectories(path, files)
+        raise NotAJob(f"{path} is not a job folder (no config.json) and holds no trajectory files")
     if (path / REPORT).is_file():
         return _refactor(path, config_path)
     try:
@@ -118,12 +124,37 @@ def _refactor(path: Path, config_path: Path) -> Job:
     return Job(title=path.name, model=config.model, repos=repos, instruction=config.instruction)
 
 
+def _trajectories(path: Path, files: list[Path]) -> Job:
+    """A folder of trajectory files, as an RL pipeline writes what ``stream`` yields: one
+    row each, numbered per task in file order; an unreadable one is a row that says so."""
+    episodes = []
+    samples: dict[str, int] = {}
+    for file in files:
+        try:
+            trajectory = load_trajectory(file)
+        except NotAJob as e:
+            task = file.stem
+            result = EpisodeResult(task_id=task, sample=samples.get(task, 0), outcome="crash",
+                                   error=str(e))  # fmt: skip
+            samples[task] = result.sample + 1
+            episodes.append(Episode(result=result, trajectory=file.resolve()))
+            continue
+        sample = samples.get(trajectory.task_id, 0)
+        samples[trajectory.task_id] = sample + 1
+        episodes.append(_episode(trajectory, file, sample))
+    return Job(title=path.name, samples=max(samples.values(), default=1), episodes=episodes)
+
+
 def _single(path: Path) -> Job:
-    trajectory = load_trajectory(path)
+    return Job(title=path.name, episodes=[_episode(load_trajectory(path), path, 0)])
+
+
+def _episode(trajectory: Trajectory, path: Path, sample: int) -> Episode:
+    """A row made from a trajectory alone (no job around it)."""
     graded = trajectory.error is None and trajectory.score is not None
     result = EpisodeResult(
         task_id=trajectory.task_id,
-        sample=0,
+        sample=sample,
         outcome="graded" if graded else "crash",
         reward=trajectory.reward,
         passed=bool(trajectory.score and trajectory.score.passed),
@@ -137,7 +168,12 @@ def _single(path: Path) -> Job:
             if name in ("prompt_tokens", "cached_tokens", "completion_tokens", "cost_usd")
         },
     )
-    return Job(title=path.name, episodes=[Episode(result=result, trajectory=path.resolve())])
+    return Episode(
+        result=result,
+        trajectory=path.resolve(),
+        group=trajectory.group_id,
+        advantage=trajectory.advantage,
+    )
 
 
 def load_trajectory(path: Path) -> Trajectory:

@@ -98,8 +98,12 @@ _COLUMNS = (
 )
 
 
-def _row(ep: Episode) -> str:
+def _row(ep: Episode, rl: bool) -> str:
     r = ep.result
+    extra: list[tuple[object, object]] = []
+    if rl:
+        advantage = "" if ep.advantage is None else f"{ep.advantage:+.3f}"
+        extra = [(ep.group or "", ep.group or ""), (advantage, ep.advantage or 0.0)]
     cells: list[tuple[object, object]] = [
         (r.task_id, r.task_id),
         (r.sample, r.sample),
@@ -112,6 +116,7 @@ def _row(ep: Episode) -> str:
         (_money(r.cost_usd), r.cost_usd),
         (f"{r.wall_s:.1f} s", r.wall_s),
         (r.outcome, r.outcome),
+        *extra,
     ]
     link = f"episodes/{e(ep.key)}.html"
     tds = "".join(
@@ -159,10 +164,12 @@ def job_page(
         "<label>task or tag <input id='text' type='search' placeholder='filter'></label>"
         "<span id='shown'></span></div>"
     )
-    head = "".join(f"<th data-col='{i}'>{e(c)}</th>" for i, c in enumerate(_COLUMNS))
+    rl = any(ep.group is not None for ep in job.episodes)
+    columns = (*_COLUMNS, "group", "advantage") if rl else _COLUMNS
+    head = "".join(f"<th data-col='{i}'>{e(c)}</th>" for i, c in enumerate(columns))
     table = (
         f"<table id='episodes'><thead><tr>{head}</tr></thead><tbody>"
-        + "".join(_row(ep) for ep in job.episodes)
+        + "".join(_row(ep, rl) for ep in job.episodes)
         + "</tbody></table>"
     )
     title = f"{job.title}" + (f" — {job.model}" if job.model else "")
@@ -285,6 +292,10 @@ def episode_page(
         f"{episode.status} · reward {'—' if r.reward is None else f'{r.reward:.2f}'} · "
         f"{r.turns} turns · {_money(r.cost_usd)} · {r.wall_s:.1f} s · {r.outcome}"
     )
+    if episode.group is not None:
+        facts += f" · group {episode.group}"
+    if episode.advantage is not None:
+        facts += f" · advantage {episode.advantage:+.3f}"
     parts = [
         f"<p><a href='../index.html'>← the job</a></p><h1>{e(title)}</h1>",
         f"<p class='facts'>{e(facts)}</p>",

@@ -28,6 +28,7 @@ from agentenv.runner.rollout import (
 from agentenv.sandbox import get_backend
 from agentenv.tasks import Task, load_task
 from agentenv.testing import K3Server, ScriptedToolCall, ScriptedTurn
+from agentenv.view import build_site
 
 pytestmark = pytest.mark.anyio
 
@@ -119,6 +120,22 @@ async def test_group_advantages_from_mixed_rewards(tmp_path: Path) -> None:
     assert sum(t.advantage_centered or 0.0 for t in group) == pytest.approx(0.0)
     best = max(group, key=lambda t: t.reward or 0.0)
     assert best.advantage == pytest.approx(0.25 / (0.75 * 0.25) ** 0.5, rel=1e-4)
+    # a pipeline's folder of these trajectories, read by `agentenv view`: the group and each
+    # rollout's advantage in the table and on its page
+    folder = tmp_path / "rollouts"
+    for i, traj in enumerate(group):
+        (folder / traj.task_id).mkdir(parents=True, exist_ok=True)
+        (folder / traj.task_id / f"{i}.json").write_text(traj.model_dump_json())
+    (folder / "broken.json").write_text("{not json")
+    index = build_site(folder)
+    table = index.read_text()
+    assert "<th data-col='11'>group</th><th data-col='12'>advantage</th>" in table
+    assert table.count(f"data-sort='{group[0].group_id}'") == 4
+    assert f"{best.advantage:+.3f}" in table
+    assert table.count("data-status='error'") == 1  # the broken file: a row saying so
+    pages = sorted((index.parent / "episodes").glob("*.html"))
+    assert len(pages) == 5
+    assert any("could not be read" in p.read_text() for p in pages)
 
 
 async def test_stream_yields_every_rollout_as_it_finishes(tmp_path: Path) -> None:
