@@ -101,3 +101,45 @@ def write_job(folder: Path, tasks: list[str], samples: int = 2) -> None:
             )
     cut = folder / f"trajectories/{tasks[0]}/0.json"
     cut.write_bytes(cut.read_bytes()[:500])  # killed mid-write
+
+
+PATCH = """diff --git a/http_util.py b/http_util.py
+index 1111111..2222222 100644
+--- a/http_util.py
++++ b/http_util.py
+@@ -1,3 +1,3 @@
+ import json
+-def fetch_json(url):
++def get_json(url):
+     return json.loads(url)
+"""
+
+
+def write_refactor_job(folder: Path) -> None:
+    """A finished refactor job of one repo, as `agentenv refactor` writes it."""
+    from agentenv.runner.journal import append_line
+    from agentenv.runner.refactor import REPORT, RefactorConfig, RepoResult, TestRun
+
+    folder.mkdir(parents=True)
+    config = RefactorConfig(
+        model="kimi-k3", instruction_sha256="0" * 64, repos={"billing": "repos/billing"},
+        max_turns=30, instruction="Rename fetch_json to get_json.",
+    )  # fmt: skip
+    write_json(folder / "config.json", config.model_dump())
+    (folder / "patches").mkdir()
+    (folder / "patches" / "billing.patch").write_text(PATCH)
+    (folder / "trajectories").mkdir()
+    (folder / "trajectories" / "billing.json").write_text(
+        trajectory("billing", passed=True).model_dump_json()
+    )
+    green = TestRun(
+        command="python3 -m pytest -q", exit_code=0, passed=3, failed=0, tail="3 passed"
+    )
+    append_line(
+        folder / REPORT,
+        RepoResult(
+            repo="billing", slug="billing", path="repos/billing", outcome="changed-green",
+            before=green, after=green, patch="patches/billing.patch", files_changed=1,
+            insertions=1, deletions=1, turns=2,
+        ),
+    )  # fmt: skip

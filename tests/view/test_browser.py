@@ -17,7 +17,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select
 
 from agentenv.view import build_site
-from tests.view.jobs import REASONING, write_job
+from tests.view.jobs import REASONING, write_job, write_refactor_job
 
 pytestmark = pytest.mark.no_docker
 
@@ -111,3 +111,22 @@ def test_no_console_errors_and_no_request_leaves(browser: webdriver.Chrome, site
     requests = _requests(browser)
     assert len(requests) >= len(pages)  # the log saw them
     assert all(url.startswith("file://") for url in requests), requests
+
+
+def test_a_refactors_diff_is_rendered(
+    browser: webdriver.Chrome, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    job = tmp_path_factory.mktemp("refactor") / "rename"
+    write_refactor_job(job)
+    index = build_site(job)
+    browser.get(index.as_uri())
+    browser.find_element(By.LINK_TEXT, "billing").click()
+    added = browser.find_elements(By.CSS_SELECTOR, "pre.diff span.add")
+    removed = browser.find_elements(By.CSS_SELECTOR, "pre.diff span.del")
+    assert [a.text for a in added] == ["+def get_json(url):"]
+    assert [r.text for r in removed] == ["-def fetch_json(url):"]
+    # coloured as a diff is: green additions, red removals (from our stylesheet)
+    assert added[0].value_of_css_property("color") == "rgba(19, 115, 51, 1)"
+    assert removed[0].value_of_css_property("color") == "rgba(179, 38, 30, 1)"
+    assert "before: green" in browser.page_source
+    browser.save_screenshot(str(ARTIFACTS / "refactor.png"))
