@@ -51,8 +51,9 @@ def test_cli_inputs_names_and_totals(tmp_path: Path) -> None:
     args = ["--repos", str(listing), "--model", SWAP, "--out", str(out)]
     done = cli(*args, "--instruction", long_text)
     assert done.returncode == 0, done.stderr
-    last = done.stdout.strip().splitlines()[-2]
-    assert last == "2 changed-green; $0.0000 ($0.0000 per solved)", done.stdout
+    *_, totals, report, view = done.stdout.strip().splitlines()
+    assert totals == "2 changed-green; $0.0000 ($0.0000 per solved)", done.stdout
+    assert report.startswith("report: ") and view.startswith("to read it: agentenv view ")
     assert {p.name for p in (out / "patches").iterdir()} == {"svc-a.patch", "team-x.patch"}
     assert {p.name for p in (out / "trajectories").iterdir()} == {"svc-a.json", "team-x.json"}
     summary = (out / "summary.md").read_text()
