@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from agentenv.agent.tools import ToolResult
@@ -140,6 +141,20 @@ def _charts(charts: list[tuple[str, str]], missing: str | None) -> str:
     return f"<section class='charts'>{images}</section>" if images else ""
 
 
+def _filters(outcomes: Sequence[str], text_label: str) -> str:
+    """The table's controls (view.js finds them by id): status, outcome, free text."""
+    return (
+        "<div class='filters'>"
+        "<label>show <select id='status'><option value=''>all</option>"
+        "<option>passed</option><option>failed</option><option>error</option></select></label>"
+        "<label>outcome <select id='outcome'><option value=''>any</option>"
+        + "".join(f"<option>{e(o)}</option>" for o in outcomes)
+        + "</select></label>"
+        f"<label>{e(text_label)} <input id='text' type='search' placeholder='filter'></label>"
+        "<span id='shown'></span></div>"
+    )
+
+
 def job_page(
     job: Job,
     rows: list[Row],
@@ -154,16 +169,7 @@ def job_page(
     k = max(job.samples, 1)
     total = rows[-1] if rows else None
     outcomes = sorted({ep.result.outcome for ep in job.episodes})
-    filters = (
-        "<div class='filters'>"
-        "<label>show <select id='status'><option value=''>all</option>"
-        "<option>passed</option><option>failed</option><option>error</option></select></label>"
-        "<label>outcome <select id='outcome'><option value=''>any</option>"
-        + "".join(f"<option>{e(o)}</option>" for o in outcomes)
-        + "</select></label>"
-        "<label>task or tag <input id='text' type='search' placeholder='filter'></label>"
-        "<span id='shown'></span></div>"
-    )
+    filters = _filters(outcomes, "task or tag")
     rl = any(ep.group is not None for ep in job.episodes)
     columns = (*_COLUMNS, "group", "advantage") if rl else _COLUMNS
     head = "".join(f"<th data-col='{i}'>{e(c)}</th>" for i, c in enumerate(columns))
@@ -368,16 +374,7 @@ def refactor_page(job: Job, *, refresh_s: float | None = None) -> str:
         ("time (repos)", f"{sum(r.wall_s for r in results):.1f} s"),
     ]  # fmt: skip
     outcomes = sorted({r.outcome for r in results})
-    filters = (
-        "<div class='filters'>"
-        "<label>show <select id='status'><option value=''>all</option>"
-        "<option>passed</option><option>failed</option><option>error</option></select></label>"
-        "<label>outcome <select id='outcome'><option value=''>any</option>"
-        + "".join(f"<option>{e(o)}</option>" for o in outcomes)
-        + "</select></label>"
-        "<label>repo <input id='text' type='search' placeholder='filter'></label>"
-        "<span id='shown'></span></div>"
-    )
+    filters = _filters(outcomes, "repo")
     head = "".join(f"<th data-col='{i}'>{e(c)}</th>" for i, c in enumerate(_REPO_COLUMNS))
     title = f"{job.title}" + (f" — {job.model}" if job.model else "")
     body = (
