@@ -147,7 +147,7 @@ def main() -> int:
         loaded = load_job(job)
         for episode in loaded.episodes:
             assert episode.trajectory is not None
-            load_trajectory(episode.trajectory)
+            load_trajectory(episode.trajectory, episode.name or "")
         read_s = time.perf_counter() - started
         started = time.perf_counter()
         index = build_site(job)

@@ -9,6 +9,7 @@ import typer
 
 from agentenv.cli._app import _fail, app, out
 from agentenv.view import build_site
+from agentenv.view.files import Refused
 from agentenv.view.job import NotAJob
 from agentenv.view.serve import serve
 
@@ -48,6 +49,8 @@ def view(
                 raise _fail(f"cannot serve on 127.0.0.1:{port}: {e.strerror or e}") from e
             return
         index = build_site(source, into)
-    except NotAJob as e:
+    except (NotAJob, Refused) as e:
         raise _fail(str(e)) from e
+    except OSError as e:  # the site's folder cannot be written
+        raise _fail(f"cannot write the site: {e}") from e
     out.print(str(index.resolve()), highlight=False, soft_wrap=True)

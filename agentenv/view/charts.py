@@ -1,6 +1,8 @@
-"""The job page's charts, drawn with matplotlib (its object API: no pyplot, no global
-state) as SVG files the page shows as images. Text is drawn as paths, so no font is ever
-fetched; an SVG shown through ``<img>`` can run nothing."""
+"""The job page's charts, drawn with matplotlib (its object API: no pyplot; one setting,
+``text.parse_math``, changed only while drawing) as SVG files the page shows as images.
+Text is drawn as paths, so no font is ever fetched; an SVG shown through ``<img>`` can run
+nothing. Task and tag names are drawn as
+written: never parsed as maths (``$`` in a name is a dollar sign), cut when long."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from collections.abc import Sequence
 from agentenv.runner.summary import Row
 
 MANY = 40  # past this many bars, a chart shows how the values spread instead
+LABEL = 48  # characters of a task's name beside its bar
 
 _BLUE, _GREY = "#3a6ed8", "#8a8f98"
 
@@ -17,6 +20,7 @@ _BLUE, _GREY = "#3a6ed8", "#8a8f98"
 def _figure(height: float):  # type: ignore[no-untyped-def]
     from matplotlib.figure import Figure  # imported when charts are drawn, not at import
 
+    # text.parse_math is read when each text is made and drawn: kept off for both
     figure = Figure(figsize=(6.4, height), dpi=100, layout="constrained")
     return figure, figure.add_subplot()
 
@@ -48,12 +52,18 @@ def bars(
         return _svg(figure)
     order = sorted(range(len(values)), key=lambda i: values[i])
     figure, ax = _figure(0.6 + 0.26 * max(len(values), 1))
-    ax.barh([labels[i] for i in order], [values[i] for i in order], color=_BLUE)
+    # by position, then named: equal names (cut alike) stay separate bars
+    ax.barh(range(len(order)), [values[i] for i in order], color=_BLUE)
+    ax.set_yticks(range(len(order)), [_label(labels[i]) for i in order])
     ax.set_xlim(0, right * 1.02)
     ax.set_xlabel(unit)
     ax.set_title(title, fontsize=11)
     ax.tick_params(axis="y", labelsize=8)
     return _svg(figure)
+
+
+def _label(name: str) -> str:
+    return name if len(name) <= LABEL else name[: LABEL - 1] + "…"
 
 
 def phases(total: Row) -> bytes:
@@ -74,6 +84,13 @@ def phases(total: Row) -> bytes:
 
 def job_charts(rows: Sequence[Row]) -> dict[str, tuple[str, bytes]]:
     """File name -> (what it shows, SVG) for a job's summary rows (tasks, tags, total)."""
+    import matplotlib
+
+    with matplotlib.rc_context({"text.parse_math": False}):
+        return _charts(rows)
+
+
+def _charts(rows: Sequence[Row]) -> dict[str, tuple[str, bytes]]:
     tasks = [r for r in rows if r.kind == "task"]
     tags = [r for r in rows if r.kind == "tag"]
     total = rows[-1]

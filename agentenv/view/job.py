@@ -6,7 +6,9 @@ advantages) or a single trajectory file, as plain rows."""
 from __future__ import annotations
 
 import hashlib
-import json
+import os
+import re
+import stat
 from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
@@ -14,7 +16,9 @@ from pydantic import BaseModel, ValidationError
 from agentenv.agent.trajectory import Trajectory
 from agentenv.errors import AgentenvError
 from agentenv.runner.refactor import REPORT, SOLVED, RefactorConfig, RepoResult, load_report
-from agentenv.runner.results import EpisodeResult, JobConfig, load_results
+from agentenv.runner.results import RESULTS, EpisodeResult, JobConfig, load_results
+from agentenv.view import files
+from agentenv.view.files import Refused, inside
 
 
 class NotAJob(AgentenvError):
@@ -26,18 +30,17 @@ class Episode(BaseModel):
 
     result: EpisodeResult
     tags: list[str] = []
-    trajectory: Path | None = None  # absolute; None when the episode wrote none
+    trajectory: Path | None = None  # resolved, inside the job; None when there is none
+    name: str | None = None  # the trajectory as the job names it (relative), for messages
+    problems: list[str] = []  # why its trajectory was not read
     group: str | None = None  # an RL group's id (rollouts forked from one prepared state)
     advantage: float | None = None  # within its group
 
     @property
     def key(self) -> str:
         """A name for its page: unique within the job, safe as a file name."""
-        task = self.result.task_id
-        safe = _safe(task)
-        if safe != task:  # two ids may have the same safe form: the id's hash tells them apart
-            safe += "-" + hashlib.sha256(task.encode()).hexdigest()[:8]
-        return f"{safe}--{self.result.sample}"
+        sample = self.result.sample
+        return f"{page_name(self.result.task_id)}--{sample if sample >= 0 else f'n{-sample}'}"
 
     @property
     def status(self) -> str:
@@ -51,13 +54,14 @@ class RepoEpisode(BaseModel):
     """One repo of a refactor job, and where its trajectory and patch are."""
 
     result: RepoResult
-    trajectory: Path | None = None
-    patch: Path | None = None
+    trajectory: Path | None = None  # resolved, inside the job
+    patch: Path | None = None  # resolved, inside the job
+    problems: list[str] = []  # why its trajectory or patch was not read
 
     @property
     def key(self) -> str:
         """A name for its page (the job's own slug for the repo)."""
-        return _safe(self.result.slug or self.result.repo)
+        return page_name(self.result.slug or self.result.repo)
 
     @property
     def status(self) -> str:
@@ -78,78 +82,130 @@ class Job(BaseModel):
     instruction: str | None = None  # a refactor's
 
 
-def _safe(name: str) -> str:
-    keep = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
-    return keep.lstrip(".")[:120] or "task"
+_KEEP = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-_.")
+_HASHED = re.compile(r"-[0-9a-f]{16}$")
 
 
-def load_job(path: Path) -> Job:
+def page_name(name: str) -> str:
+    """A file name for ``name``'s page, one per id: the id itself when it is short,
+    lower-case, plain ASCII (and does not end like a hash); otherwise a readable form plus
+    the id's hash. So every name is lower-case (one per id on a file system that ignores
+    case too) and at most 117 bytes."""
+    safe = "".join(c if c in _KEEP else "_" for c in name.lower()).lstrip(".")[:100] or "task"
+    if safe != name or _HASHED.search(name):
+        digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()
+        safe += "-" + digest[:16]
+    return safe
+
+
+def _regular(path: Path) -> bool:
+    """A regular file itself (not a link, FIFO or device): the job's own files are."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _config(path: Path) -> bytes:
+    try:
+        return files.read_regular(path, files.MAX_TRAJECTORY_BYTES, path.name)
+    except Refused as e:
+        raise NotAJob(f"{path.parent}: {e}") from e
+
+
+def load_job(path: Path, site: Path | None = None) -> Job:
     """The job at ``path`` (a job folder or a trajectory ``.json``); raises
-    :class:`NotAJob` naming what is missing or malformed."""
+    :class:`NotAJob` naming what is missing or malformed. ``site`` is the folder the site
+    goes to: a folder of trajectories does not read it. Files the job names outside its
+    folder are not read (their rows say so)."""
     if path.is_file():
         return _single(path)
     config_path = path / "config.json"
-    if not config_path.is_file():
-        files = sorted(p for p in path.rglob("*.json") if "view" not in p.relative_to(path).parts)
-        if files:
-            return _trajectories(path, files)
+    if not config_path.exists():
+        skip = (site or path / "view").absolute()
+        found = sorted(
+            p
+            for p in path.rglob("*.json")
+            if not p.absolute().is_relative_to(skip) and not p.is_dir()
+        )
+        if found:
+            return _trajectories(path, found)
         raise NotAJob(f"{path} is not a job folder (no config.json) and holds no trajectory files")
-    if (path / REPORT).is_file():
+    for own in (config_path, path / REPORT, path / RESULTS):
+        if own.exists() and not _regular(own):
+            raise NotAJob(f"{own}: not a regular file: not read")
+    if (path / REPORT).exists():
         return _refactor(path, config_path)
     try:
-        config = JobConfig.model_validate_json(config_path.read_bytes())
+        config = JobConfig.model_validate_json(_config(config_path))
     except ValidationError as e:
         raise NotAJob(f"{config_path}: not a job's config: {e.errors()[0]['msg']}") from e
     episodes = []
     for (_, _), result in sorted(load_results(path).items()):
-        trajectory = path / result.trajectory if result.trajectory else None
-        tags = config.tags.get(result.task_id, [])
-        episodes.append(Episode(result=result, tags=tags, trajectory=trajectory))
+        episode = Episode(result=result, tags=config.tags.get(result.task_id, []))
+        if result.trajectory:
+            episode.name = result.trajectory
+            try:
+                episode.trajectory = inside(path, result.trajectory)
+            except Refused as e:
+                episode.problems.append(str(e))
+        episodes.append(episode)
     return Job(title=path.name, model=config.model, samples=config.samples, episodes=episodes)
 
 
 def _refactor(path: Path, config_path: Path) -> Job:
     try:
-        config = RefactorConfig.model_validate_json(config_path.read_bytes())
+        config = RefactorConfig.model_validate_json(_config(config_path))
     except ValidationError as e:
         raise NotAJob(f"{config_path}: not a refactor job's config: {e.errors()[0]['msg']}") from e
     repos = []
     for _, result in sorted(load_report(path).items()):
-        trajectory = path / "trajectories" / f"{result.slug}.json" if result.slug else None
-        exists = trajectory is not None and trajectory.is_file()
-        patch = path / result.patch if result.patch else None
-        repos.append(
-            RepoEpisode(result=result, trajectory=trajectory if exists else None, patch=patch)
-        )
+        repo = RepoEpisode(result=result)
+        if result.slug:
+            try:
+                trajectory = inside(path, f"trajectories/{result.slug}.json")
+            except Refused as e:
+                repo.problems.append(f"its trajectory: {e}")
+            else:
+                repo.trajectory = trajectory if trajectory.exists() else None
+        if result.patch:
+            try:
+                repo.patch = inside(path, result.patch)
+            except Refused as e:
+                repo.problems.append(f"its patch: {e}")
+        repos.append(repo)
     return Job(title=path.name, model=config.model, repos=repos, instruction=config.instruction)
 
 
-def _trajectories(path: Path, files: list[Path]) -> Job:
+def _trajectories(path: Path, found: list[Path]) -> Job:
     """A folder of trajectory files, as an RL pipeline writes what ``stream`` yields: one
     row each, numbered per task in file order; an unreadable one is a row that says so."""
     episodes = []
     samples: dict[str, int] = {}
-    for file in files:
+    for file in found:
+        name = str(file.relative_to(path))
         try:
-            trajectory = load_trajectory(file)
-        except NotAJob as e:
+            trajectory = load_trajectory(inside(path, name), name)
+        except (NotAJob, Refused) as e:
             task = file.stem
             result = EpisodeResult(task_id=task, sample=samples.get(task, 0), outcome="crash",
                                    error=str(e))  # fmt: skip
             samples[task] = result.sample + 1
-            episodes.append(Episode(result=result, trajectory=file.resolve()))
+            episodes.append(Episode(result=result, name=name, problems=[str(e)]))
             continue
         sample = samples.get(trajectory.task_id, 0)
         samples[trajectory.task_id] = sample + 1
-        episodes.append(_episode(trajectory, file, sample))
+        episodes.append(_episode(trajectory, inside(path, name), name, sample))
     return Job(title=path.name, samples=max(samples.values(), default=1), episodes=episodes)
 
 
 def _single(path: Path) -> Job:
-    return Job(title=path.name, episodes=[_episode(load_trajectory(path), path, 0)])
+    trajectory = path.resolve()  # the file asked for, wherever its link points
+    episode = _episode(load_trajectory(trajectory, path.name), trajectory, path.name, 0)
+    return Job(title=path.name, episodes=[episode])
 
 
-def _episode(trajectory: Trajectory, path: Path, sample: int) -> Episode:
+def _episode(trajectory: Trajectory, path: Path, name: str, sample: int) -> Episode:
     """A row made from a trajectory alone (no job around it)."""
     graded = trajectory.error is None and trajectory.score is not None
     result = EpisodeResult(
@@ -170,19 +226,22 @@ def _episode(trajectory: Trajectory, path: Path, sample: int) -> Episode:
     )
     return Episode(
         result=result,
-        trajectory=path.resolve(),
+        trajectory=path,
+        name=name,
         group=trajectory.group_id,
         advantage=trajectory.advantage,
     )
 
 
-def load_trajectory(path: Path) -> Trajectory:
-    """A trajectory file; :class:`NotAJob` naming the file and the field when malformed."""
+def load_trajectory(path: Path, name: str) -> Trajectory:
+    """A trajectory file (a regular file, within :data:`files.MAX_TRAJECTORY_BYTES`);
+    :class:`NotAJob` naming it as ``name`` and the field when malformed or unreadable."""
     try:
-        return Trajectory.model_validate_json(path.read_bytes())
+        data = files.read_regular(path, files.MAX_TRAJECTORY_BYTES, name)
+        return Trajectory.model_validate_json(data)
+    except Refused as e:
+        raise NotAJob(str(e)) from e
     except ValidationError as e:
         first = e.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "(top)"
-        raise NotAJob(f"{path}: not a trajectory: {where}: {first['msg']}") from e
-    except (OSError, json.JSONDecodeError) as e:
-        raise NotAJob(f"{path}: cannot read it: {e}") from e
+        raise NotAJob(f"{name}: not a trajectory: {where}: {first['msg']}") from e

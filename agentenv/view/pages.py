@@ -21,6 +21,7 @@ _CSP = (
     "connect-src 'none'; form-action 'none'; base-uri 'none'"
 )
 FOLD_LINES = 40  # tool output longer than this shows its head and tail, the rest folded
+MAX_SHOWN = 200_000  # characters of one text block on a page; the trajectory file has all
 
 
 def e(value: object) -> str:
@@ -192,7 +193,20 @@ def job_page(
 # -- an episode ------------------------------------------------------------------------------
 
 
+def _clip(text: str) -> str:
+    """At most :data:`MAX_SHOWN` characters of ``text`` (a page of megabytes of one output
+    helps nobody and slows every browser), its head and tail, saying what was left out."""
+    if len(text) <= MAX_SHOWN:
+        return text
+    half = MAX_SHOWN // 2
+    return (
+        f"{text[:half]}\n… {len(text) - 2 * half:,} characters not shown (the trajectory file "
+        f"has them) …\n{text[-half:]}"
+    )
+
+
 def _fold(text: str) -> str:
+    text = _clip(text)
     lines = text.splitlines()
     if len(lines) <= FOLD_LINES:
         return f"<pre>{e(text)}</pre>"
@@ -254,7 +268,7 @@ def _turn(number: int, turn: Turn) -> str:
         parts.append(
             "<details class='reasoning'><summary>reasoning "
             f"({len(c.reasoning_content):,} characters)</summary>"
-            f"<pre>{e(c.reasoning_content)}</pre></details>"
+            f"<pre>{e(_clip(c.reasoning_content))}</pre></details>"
         )
     if c.content:
         parts.append(f"<div class='content'>{_fold(c.content)}</div>")
@@ -262,7 +276,7 @@ def _turn(number: int, turn: Turn) -> str:
     for call in c.tool_calls:
         parts.append(
             f"<div class='call'><div class='name'>→ {e(call.name)}</div>"
-            f"<pre>{e(_arguments(call.arguments))}</pre></div>"
+            f"<pre>{e(_clip(_arguments(call.arguments)))}</pre></div>"
         )
         if call.id in results:
             parts.append(_result(results.pop(call.id)))
@@ -288,10 +302,10 @@ def _checks(score: Score | None) -> str:
 
 
 def episode_page(
-    episode: Episode, trajectory: Trajectory | None, problem: str | None = None
+    episode: Episode, trajectory: Trajectory | None, problems: Sequence[str] = ()
 ) -> str:
     """One episode's page: the conversation as sent, turn by turn, then its checks;
-    ``problem`` says why its trajectory could not be read."""
+    ``problems`` say why its trajectory could not be read."""
     r = episode.result
     title = f"{r.task_id} #{r.sample}"
     facts = (
@@ -308,9 +322,11 @@ def episode_page(
     ]
     if r.error:
         parts.append(f"<p class='error'>{e(r.error)}</p>")
-    if problem is not None:
-        parts.append(f"<p class='error'>Its trajectory could not be read: {e(problem)}</p>")
-    elif trajectory is None:
+    parts.extend(
+        f"<p class='error'>Its trajectory could not be read: {e(problem)}</p>"
+        for problem in problems
+    )
+    if trajectory is None and not problems:
         parts.append("<p>No trajectory was written for this episode.</p>")
     if trajectory is not None:
         first = [m for m in trajectory.messages[:2] if m.get("role") in ("system", "user")]
@@ -393,7 +409,7 @@ def refactor_page(job: Job, *, refresh_s: float | None = None) -> str:
 
 def _diff(patch: str) -> str:
     lines = []
-    for line in patch.splitlines():
+    for line in _clip(patch).splitlines():
         kind = (
             "file" if line.startswith(("diff --git", "+++ ", "--- ", "index "))
             else "hunk" if line.startswith("@@")
@@ -415,10 +431,13 @@ def _test_run(name: str, run: TestRun | None) -> str:
 
 
 def repo_page(
-    repo: RepoEpisode, trajectory: Trajectory | None, patch: str | None, problem: str | None
+    repo: RepoEpisode,
+    trajectory: Trajectory | None,
+    patch: str | None,
+    problems: Sequence[str] = (),
 ) -> str:
     """A repo's page: its outcome, the patch as a coloured diff, the tests before and after,
-    then the agent's conversation turn by turn."""
+    then the agent's conversation turn by turn; ``problems`` say what could not be read."""
     r = repo.result
     facts = (
         f"{r.outcome} · {r.files_changed} files, +{r.insertions} −{r.deletions} · "
@@ -433,8 +452,7 @@ def repo_page(
     parts.extend(f"<p class='note'>{e(note)}</p>" for note in r.notes)
     parts.append("<h2>patch</h2>" + (_diff(patch) if patch else "<p>No patch.</p>"))
     parts.append("<h2>tests</h2>" + _test_run("before", r.before) + _test_run("after", r.after))
-    if problem is not None:
-        parts.append(f"<p class='error'>Its trajectory could not be read: {e(problem)}</p>")
+    parts.extend(f"<p class='error'>Not shown: {e(problem)}</p>" for problem in problems)
     if trajectory is not None:
         parts.append("<h2>turns</h2>")
         parts.extend(_turn(i, t) for i, t in enumerate(trajectory.turns, 1))

@@ -3,21 +3,41 @@
 from __future__ import annotations
 
 import functools
+import os
 import threading
 from collections.abc import Callable
+from http import HTTPStatus
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 from agentenv.log import get_logger
 from agentenv.view.job import NotAJob
-from agentenv.view.site import build_site, site_folder
+from agentenv.view.site import build_site
 
 log = get_logger(__name__)
 
 
-class _Quiet(SimpleHTTPRequestHandler):
-    """Files of the site, no request log on the terminal."""
+_LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
+
+
+class _Site(SimpleHTTPRequestHandler):
+    """The site's own files and nothing else: no listing, no link followed (a link planted
+    in the site folder could lead anywhere), no request naming another host (a web page
+    that rebinds its DNS name to 127.0.0.1 would name its own); no request log."""
+
+    def send_head(self) -> Any:
+        host = (self.headers.get("Host") or "127.0.0.1").lower()
+        if host.rsplit(":", 1)[0] not in _LOOPBACK and host not in _LOOPBACK:
+            self.send_error(HTTPStatus.MISDIRECTED_REQUEST, "served for 127.0.0.1 only")
+            return None
+        path = self.translate_path(self.path)
+        if os.path.isdir(path) and os.path.abspath(path) == os.path.abspath(self.directory):
+            path = os.path.join(path, "index.html")  # "/" is the job page
+        if os.path.realpath(path) != os.path.abspath(path) or not os.path.isfile(path):
+            self.send_error(HTTPStatus.NOT_FOUND, "not a page of the site")
+            return None
+        return super().send_head()
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
@@ -51,9 +71,9 @@ def serve(
     its URL; every ``every_s`` build it again if the job wrote since (the job page reloads
     itself as often). Runs until ``stop`` is set or Ctrl-C. Raises
     :class:`~agentenv.view.job.NotAJob` before serving when ``source`` is not a job."""
-    out = out or site_folder(source)
-    build_site(source, out, refresh_s=every_s)
-    handler = functools.partial(_Quiet, directory=str(out))
+    index = build_site(source, out, refresh_s=every_s)
+    # its real path: a link on the way to it is the user's; the check above is for links in it
+    handler = functools.partial(_Site, directory=str(index.parent.resolve()))
     with ThreadingHTTPServer(("127.0.0.1", port), handler) as server:
         threading.Thread(target=server.serve_forever, daemon=True).start()
         bound = server.server_address[1]

@@ -8,13 +8,13 @@ import contextlib
 import functools
 import hashlib
 import json
-import shutil
 from pathlib import Path
 
 from agentenv.log import get_logger
 from agentenv.runner.summary import summarize
-from agentenv.view import pages
+from agentenv.view import files, pages
 from agentenv.view.charts import job_charts
+from agentenv.view.files import Refused, real_folder, write_file
 from agentenv.view.job import Episode, Job, NotAJob, load_job, load_trajectory
 from agentenv.view.pages import episode_page, job_page, refactor_page, repo_page
 
@@ -48,38 +48,50 @@ def _fingerprint(episode: Episode) -> str:
 def build_site(source: Path, out: Path | None = None, *, refresh_s: float | None = None) -> Path:
     """Build the site of ``source`` (a job folder or a trajectory file) into ``out``
     (default: :func:`site_folder`) and return its ``index.html``; built again, only the
-    episodes whose result or trajectory changed get their page again. ``refresh_s`` makes
-    the job page reload itself that often (a job still running). Raises
-    :class:`~agentenv.view.job.NotAJob` when ``source`` is neither. An episode whose
-    trajectory is missing or malformed still gets its page, saying so (a job may still be
+    episodes whose result or trajectory changed get their page again, and pages of episodes
+    no longer in the job are removed. ``refresh_s`` makes the job page reload itself that
+    often (a job still running). Raises :class:`~agentenv.view.job.NotAJob` when ``source``
+    is neither, :class:`~agentenv.view.files.Refused` when the default site folder is a
+    link (written through, it could overwrite anything). An episode whose trajectory is
+    missing, malformed or refused still gets its page, saying so (a job may still be
     running, or was killed mid-write)."""
-    job = load_job(source)
-    out = out or site_folder(source)
-    folder = out / "episodes"
-    folder.mkdir(parents=True, exist_ok=True)
-    shutil.copytree(_ASSETS, out / "assets", dirs_exist_ok=True)
+    if out is None:
+        out = site_folder(source)
+        if out.is_symlink():
+            raise Refused(
+                f"{out} is a symbolic link: not written through; pass --out to put the "
+                "site somewhere else"
+            )
+    else:
+        out = out.resolve()  # a folder asked for by name, wherever its links lead
+    job = load_job(source, out)
+    folder = real_folder(out / "episodes")
+    assets = real_folder(out / "assets")
+    for asset in _ASSETS.iterdir():
+        write_file(assets / asset.name, asset.read_bytes())
     if job.repos:
         return _refactor_site(job, out, refresh_s)
     manifest = out / ".built.json"
-    try:
-        built: dict[str, str] = json.loads(manifest.read_text())
-    except (OSError, ValueError):
-        built = {}
+    built: dict[str, str] = {}
+    with contextlib.suppress(Refused, ValueError):
+        seen = json.loads(files.read_regular(manifest, files.MAX_PATCH_BYTES, manifest.name))
+        built = seen if isinstance(seen, dict) else {}
     for episode in job.episodes:
         page = folder / f"{episode.key}.html"
         fingerprint = _fingerprint(episode)
-        if built.get(episode.key) == fingerprint and page.exists():
+        if built.get(episode.key) == fingerprint and page.is_file() and not page.is_symlink():
             continue
-        trajectory, problem = None, None
+        trajectory, problems = None, list(episode.problems)
         if episode.trajectory is not None:
             try:
-                trajectory = load_trajectory(episode.trajectory)
+                trajectory = load_trajectory(episode.trajectory, episode.name or "trajectory")
             except NotAJob as e:
                 log.warning("view.trajectory_unreadable", error=str(e))
-                problem = str(e)
-        _write(page, episode_page(episode, trajectory, problem))
+                problems.append(str(e))
+        _write(page, episode_page(episode, trajectory, problems))
         built[episode.key] = fingerprint
-    _write(manifest, json.dumps(built))
+    _remove_stale(folder, {f"{episode.key}.html" for episode in job.episodes})
+    _write(manifest, json.dumps({ep.key: built[ep.key] for ep in job.episodes}))
     results = [ep.result for ep in job.episodes]
     tags = {ep.result.task_id: ep.tags for ep in job.episodes}
     rows = summarize(results, max(job.samples, 1), tags) if results else []
@@ -92,9 +104,9 @@ def build_site(source: Path, out: Path | None = None, *, refresh_s: float | None
             missing = "charts need matplotlib: pip install 'agentenv[view]'"
             log.warning("view.no_charts", reason=missing)
         else:
-            (out / "charts").mkdir(exist_ok=True)
+            charts = real_folder(out / "charts")
             for name, (what, svg) in drawn.items():
-                _write_bytes(out / "charts" / name, svg)
+                write_file(charts / name, svg)
                 shown.append((f"charts/{name}", what))
     index = out / "index.html"
     _write(index, job_page(job, rows, shown, missing, refresh_s=refresh_s))
@@ -104,29 +116,37 @@ def build_site(source: Path, out: Path | None = None, *, refresh_s: float | None
 def _refactor_site(job: Job, out: Path, refresh_s: float | None) -> Path:
     """A refactor job: its page and one page per repo (a few, each small: all made again)."""
     for repo in job.repos:
-        trajectory, problem, patch = None, None, None
+        trajectory, patch, problems = None, None, list(repo.problems)
         if repo.trajectory is not None:
             try:
-                trajectory = load_trajectory(repo.trajectory)
+                trajectory = load_trajectory(
+                    repo.trajectory, f"trajectories/{repo.result.slug}.json"
+                )
             except NotAJob as e:
-                problem = str(e)
+                problems.append(str(e))
         if repo.patch is not None:
             try:
-                patch = repo.patch.read_text(encoding="utf-8", errors="replace")
-            except OSError as e:
-                problem = f"{repo.patch}: {e.strerror or e}"
-        page = repo_page(repo, trajectory, patch, problem)
+                data = files.read_regular(repo.patch, files.MAX_PATCH_BYTES, str(repo.result.patch))
+                patch = data.decode("utf-8", errors="replace")
+            except Refused as e:
+                problems.append(f"its patch: {e}")
+        page = repo_page(repo, trajectory, patch, problems)
         _write(out / "episodes" / f"{repo.key}.html", page)
+    _remove_stale(out / "episodes", {f"{repo.key}.html" for repo in job.repos})
     index = out / "index.html"
     _write(index, refactor_page(job, refresh_s=refresh_s))
     return index
 
 
+def _remove_stale(folder: Path, pages: set[str]) -> None:
+    """Pages of episodes the job no longer has (and temporary files a killed build left)."""
+    for entry in folder.iterdir():
+        stale = entry.name.endswith(".partial") or (
+            entry.name.endswith(".html") and entry.name not in pages
+        )
+        if stale and not entry.is_dir():
+            entry.unlink(missing_ok=True)
+
+
 def _write(path: Path, text: str) -> None:
-    _write_bytes(path, text.encode("utf-8"))
-
-
-def _write_bytes(path: Path, data: bytes) -> None:
-    partial = path.with_name(path.name + ".partial")
-    partial.write_bytes(data)
-    partial.replace(path)  # a browser refreshing meanwhile never sees half a page
+    write_file(path, text.encode("utf-8"))
