@@ -25,9 +25,12 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     return 1.0 - comb(n - c, k) / comb(n, k)
 
 
-def natural_key(text: str) -> tuple[str | int, ...]:
-    """Sort key that orders the numbers inside names by value: task-2 before task-10."""
-    return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", text))
+def natural_key(text: str) -> tuple[str | tuple[int, str], ...]:
+    """Sort key that orders the numbers inside names by value: task-2 before task-10. A
+    number compares by its length, then its digits (no ``int()``: an id of 5,000 digits is
+    a name, not an error), and only ASCII digits are numbers."""
+    parts = re.split(r"([0-9]+)", text)
+    return tuple((len(p.lstrip("0")), p.lstrip("0")) if i % 2 else p for i, p in enumerate(parts))
 
 
 class Row(BaseModel):

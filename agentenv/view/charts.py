@@ -7,6 +7,7 @@ written: never parsed as maths (``$`` in a name is a dollar sign), cut when long
 from __future__ import annotations
 
 import io
+import math
 from collections.abc import Sequence
 
 from agentenv.runner.summary import Row
@@ -42,6 +43,7 @@ def bars(
     """One horizontal bar per label (the largest first), or a histogram of the values when
     there are more than :data:`MANY`; the axis runs from 0 to ``top`` (a reward's 1) or to
     the largest value."""
+    values = [_plain(v) for v in values]
     right = top if top is not None else (max(values, default=0.0) or 1.0)
     if len(values) > MANY:
         figure, ax = _figure(3.0)
@@ -62,13 +64,22 @@ def bars(
     return _svg(figure)
 
 
+def _plain(value: float) -> float:
+    """A value a chart can draw: what a journal written by someone else may hold (NaN,
+    infinities, negatives, 1e308) becomes 0 or the largest value drawn."""
+    if not math.isfinite(value) or value < 0:
+        return 0.0
+    return min(value, 1e12)
+
+
 def _label(name: str) -> str:
     return name if len(name) <= LABEL else name[: LABEL - 1] + "…"
 
 
 def phases(total: Row) -> bytes:
     """Where the episodes' time went, one stacked bar of the phases."""
-    spent = [(name, s) for name, s in sorted(total.phases.items(), key=lambda kv: -kv[1]) if s]
+    phases = {name: _plain(s) for name, s in total.phases.items()}
+    spent = [(name, s) for name, s in sorted(phases.items(), key=lambda kv: -kv[1]) if s][:8]
     figure, ax = _figure(2.0)
     left = 0.0
     colours = ["#3a6ed8", "#e8912d", "#4caf50", "#9c5bd1", "#d9534f", _GREY, "#26a69a", "#8d6e63"]
@@ -126,6 +137,6 @@ def _charts(rows: Sequence[Row]) -> dict[str, tuple[str, bytes]]:
                 top=1.0,
             ),
         )
-    if any(total.phases.values()):
+    if any(_plain(s) for s in total.phases.values()):
         charts["phases.svg"] = ("time per phase", phases(total))
     return charts

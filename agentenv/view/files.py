@@ -14,6 +14,8 @@ from agentenv.errors import AgentenvError
 
 MAX_TRAJECTORY_BYTES = 64 * 1024 * 1024  # a long episode is a few MB; beyond this, a mistake
 MAX_PATCH_BYTES = 16 * 1024 * 1024
+MAX_JOURNAL_BYTES = 1024 * 1024 * 1024  # results.jsonl of a very large job is ~100s of MB
+MAX_DEPTH = 32  # folders below a folder of trajectories that are looked into
 
 
 class Refused(AgentenvError):
@@ -52,6 +54,25 @@ def read_regular(path: Path, limit: int, name: str) -> bytes:
     if len(data) > limit:  # grew while read
         raise Refused(f"{name}: larger than the {limit:,} bytes shown")
     return data
+
+
+def walk(root: Path, suffix: str) -> list[Path]:
+    """The files named ``*suffix`` under ``root`` (not through links to folders, at most
+    :data:`MAX_DEPTH` folders deep, without recursion: a tree of any depth is fine)."""
+    found, todo = [], [(root, 0)]
+    while todo:
+        folder, depth = todo.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                if depth < MAX_DEPTH:
+                    todo.append((Path(entry.path), depth + 1))
+            elif entry.name.endswith(suffix):
+                found.append(Path(entry.path))
+    return sorted(found)
 
 
 def real_folder(path: Path) -> Path:

@@ -39,8 +39,7 @@ class Episode(BaseModel):
     @property
     def key(self) -> str:
         """A name for its page: unique within the job, safe as a file name."""
-        sample = self.result.sample
-        return f"{page_name(self.result.task_id)}--{sample if sample >= 0 else f'n{-sample}'}"
+        return f"{page_name(self.result.task_id)}--{_sample(self.result.sample)}"
 
     @property
     def status(self) -> str:
@@ -60,8 +59,9 @@ class RepoEpisode(BaseModel):
 
     @property
     def key(self) -> str:
-        """A name for its page (the job's own slug for the repo)."""
-        return page_name(self.result.slug or self.result.repo)
+        """A name for its page, from the repo's name (unique in a report, as slugs need not
+        be in a report written by someone else)."""
+        return page_name(self.result.repo)
 
     @property
     def status(self) -> str:
@@ -98,6 +98,21 @@ def page_name(name: str) -> str:
     return safe
 
 
+def _sample(sample: int) -> str:
+    if 0 <= sample < 10**9:
+        return str(sample)
+    if -(10**9) < sample < 0:
+        return f"n{-sample}"
+    return "x" + hashlib.sha256(str(sample).encode()).hexdigest()[:16]  # a 300-digit number
+
+
+MAX_TAGS, TAG_CHARS = 12, 60  # a task's tags as shown: each row repeats them
+
+
+def _tags(tags: list[str]) -> list[str]:
+    return [t if len(t) <= TAG_CHARS else t[: TAG_CHARS - 1] + "…" for t in tags[:MAX_TAGS]]
+
+
 def _regular(path: Path) -> bool:
     """A regular file itself (not a link, FIFO or device): the job's own files are."""
     try:
@@ -122,18 +137,19 @@ def load_job(path: Path, site: Path | None = None) -> Job:
         return _single(path)
     config_path = path / "config.json"
     if not config_path.exists():
-        skip = (site or path / "view").absolute()
-        found = sorted(
-            p
-            for p in path.rglob("*.json")
-            if not p.absolute().is_relative_to(skip) and not p.is_dir()
-        )
+        real = path.resolve()
+        skip = (site or path / "view").resolve()
+        found = [p for p in files.walk(real, ".json") if not p.is_relative_to(skip)]
         if found:
-            return _trajectories(path, found)
+            return _trajectories(real, found, title=path.name)
         raise NotAJob(f"{path} is not a job folder (no config.json) and holds no trajectory files")
     for own in (config_path, path / REPORT, path / RESULTS):
-        if own.exists() and not _regular(own):
+        if not own.exists():
+            continue
+        if not _regular(own):
             raise NotAJob(f"{own}: not a regular file: not read")
+        if own.stat().st_size > files.MAX_JOURNAL_BYTES:
+            raise NotAJob(f"{own}: {own.stat().st_size:,} bytes: too large to show")
     if (path / REPORT).exists():
         return _refactor(path, config_path)
     try:
@@ -142,7 +158,7 @@ def load_job(path: Path, site: Path | None = None) -> Job:
         raise NotAJob(f"{config_path}: not a job's config: {e.errors()[0]['msg']}") from e
     episodes = []
     for (_, _), result in sorted(load_results(path).items()):
-        episode = Episode(result=result, tags=config.tags.get(result.task_id, []))
+        episode = Episode(result=result, tags=_tags(config.tags.get(result.task_id, [])))
         if result.trajectory:
             episode.name = result.trajectory
             try:
@@ -177,7 +193,7 @@ def _refactor(path: Path, config_path: Path) -> Job:
     return Job(title=path.name, model=config.model, repos=repos, instruction=config.instruction)
 
 
-def _trajectories(path: Path, found: list[Path]) -> Job:
+def _trajectories(path: Path, found: list[Path], *, title: str) -> Job:
     """A folder of trajectory files, as an RL pipeline writes what ``stream`` yields: one
     row each, numbered per task in file order; an unreadable one is a row that says so."""
     episodes = []
@@ -196,7 +212,7 @@ def _trajectories(path: Path, found: list[Path]) -> Job:
         sample = samples.get(trajectory.task_id, 0)
         samples[trajectory.task_id] = sample + 1
         episodes.append(_episode(trajectory, inside(path, name), name, sample))
-    return Job(title=path.name, samples=max(samples.values(), default=1), episodes=episodes)
+    return Job(title=title, samples=max(samples.values(), default=1), episodes=episodes)
 
 
 def _single(path: Path) -> Job:

@@ -16,12 +16,13 @@ from agentenv.verify import Score
 from agentenv.view.job import Episode, Job, RepoEpisode
 
 # nothing but the site's own files; no connection of any kind from the page
-_CSP = (
+CSP = (
     "default-src 'none'; style-src 'self'; script-src 'self'; img-src 'self'; "
     "connect-src 'none'; form-action 'none'; base-uri 'none'"
 )
 FOLD_LINES = 40  # tool output longer than this shows its head and tail, the rest folded
 MAX_SHOWN = 200_000  # characters of one text block on a page; the trajectory file has all
+MAX_PAGE = 8_000_000  # characters of an episode's turns on its page, about as much again escaped
 
 
 def e(value: object) -> str:
@@ -34,7 +35,7 @@ def _page(title: str, body: str, *, root: str, refresh_s: float | None = None) -
     return (
         "<!doctype html>\n<html lang='en'><head><meta charset='utf-8'>"
         + refresh
-        + f"<meta http-equiv='Content-Security-Policy' content=\"{_CSP}\">"
+        + f"<meta http-equiv='Content-Security-Policy' content=\"{CSP}\">"
         "<meta name='viewport' content='width=device-width, initial-scale=1'>"
         f"<title>{e(title)}</title>"
         f"<link rel='stylesheet' href='{root}assets/view.css'>"
@@ -220,10 +221,15 @@ def _fold(text: str) -> str:
 
 
 def _arguments(raw: str) -> str:
+    """A tool call's arguments, indented when they are JSON of a sensible size (indenting
+    deeply nested JSON grows as the square of its depth)."""
+    if len(raw) > MAX_SHOWN:
+        return raw
     try:
-        return json.dumps(json.loads(raw), indent=2, ensure_ascii=False)
-    except ValueError:
+        pretty = json.dumps(json.loads(raw), indent=2, ensure_ascii=False)
+    except (ValueError, RecursionError):
         return raw  # shown as the model sent it: a malformed call is worth seeing
+    return pretty if len(pretty) <= 4 * len(raw) + 1000 else raw
 
 
 def _message(message: dict[str, Any]) -> str:
@@ -284,6 +290,22 @@ def _turn(number: int, turn: Turn) -> str:
     return f"<section class='turn'><h3>turn {number}</h3>{''.join(parts)}</section>"
 
 
+def _turns(turns: Sequence[Turn]) -> list[str]:
+    """The turns' HTML, up to :data:`MAX_PAGE` characters: a page the browser can open."""
+    out: list[str] = []
+    size = 0
+    for number, turn in enumerate(turns, 1):
+        html_turn = _turn(number, turn)
+        size += len(html_turn)
+        if size > MAX_PAGE and out:
+            left = len(turns) - number + 1
+            out.append(f"<p class='note'>{left:,} more turns not shown: the page would be too "
+                       "large to open; the trajectory file has them.</p>")  # fmt: skip
+            break
+        out.append(html_turn)
+    return out
+
+
 def _checks(score: Score | None) -> str:
     if score is None:
         return "<p>Not verified.</p>"
@@ -332,7 +354,7 @@ def episode_page(
         first = [m for m in trajectory.messages[:2] if m.get("role") in ("system", "user")]
         parts.append("<h2>prompt</h2>" + "".join(_message(m) for m in first))
         parts.append("<h2>turns</h2>")
-        parts.extend(_turn(i, t) for i, t in enumerate(trajectory.turns, 1))
+        parts.extend(_turns(trajectory.turns))
     score = r.score or (trajectory.score if trajectory is not None else None)
     parts.append("<h2>verification</h2>" + _checks(score))
     return _page(title, "".join(parts), root="../")
@@ -455,5 +477,5 @@ def repo_page(
     parts.extend(f"<p class='error'>Not shown: {e(problem)}</p>" for problem in problems)
     if trajectory is not None:
         parts.append("<h2>turns</h2>")
-        parts.extend(_turn(i, t) for i, t in enumerate(trajectory.turns, 1))
+        parts.extend(_turns(trajectory.turns))
     return _page(r.repo, "".join(parts), root="../")

@@ -7,9 +7,9 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
-import json
 from pathlib import Path
 
+from agentenv.agent.trajectory import Trajectory
 from agentenv.log import get_logger
 from agentenv.runner.summary import summarize
 from agentenv.view import files, pages
@@ -45,16 +45,12 @@ def _fingerprint(episode: Episode) -> str:
     return hashlib.sha256(seen.encode()).hexdigest()
 
 
-def build_site(source: Path, out: Path | None = None, *, refresh_s: float | None = None) -> Path:
-    """Build the site of ``source`` (a job folder or a trajectory file) into ``out``
-    (default: :func:`site_folder`) and return its ``index.html``; built again, only the
-    episodes whose result or trajectory changed get their page again, and pages of episodes
-    no longer in the job are removed. ``refresh_s`` makes the job page reload itself that
-    often (a job still running). Raises :class:`~agentenv.view.job.NotAJob` when ``source``
-    is neither, :class:`~agentenv.view.files.Refused` when the default site folder is a
-    link (written through, it could overwrite anything). An episode whose trajectory is
-    missing, malformed or refused still gets its page, saying so (a job may still be
-    running, or was killed mid-write)."""
+MARK = ".agentenv-view"  # in every site folder this module made: others are not written into
+
+
+def _site(source: Path, out: Path | None) -> Path:
+    """Where the site goes, refusing a link at the default place and any folder that holds
+    files but was not made by this module (a build removes stale pages: not someone's)."""
     if out is None:
         out = site_folder(source)
         if out.is_symlink():
@@ -62,52 +58,83 @@ def build_site(source: Path, out: Path | None = None, *, refresh_s: float | None
                 f"{out} is a symbolic link: not written through; pass --out to put the "
                 "site somewhere else"
             )
+        default = source.is_dir()  # <job>/view is the job's own: whatever is in it
     else:
-        out = out.resolve()  # a folder asked for by name, wherever its links lead
+        out, default = out.resolve(), False  # a folder asked for by name, wherever it is
+    if not default and out.is_dir() and not (out / MARK).exists() and any(out.iterdir()):
+        raise Refused(
+            f"{out} holds files and is not a site made by agentenv view: not written into; "
+            "choose a new or empty folder"
+        )
+    return out
+
+
+def build_site(
+    source: Path,
+    out: Path | None = None,
+    *,
+    refresh_s: float | None = None,
+    made: dict[str, str] | None = None,
+) -> Path:
+    """Build the site of ``source`` (a job folder or a trajectory file) into ``out``
+    (default: :func:`site_folder`) and return its ``index.html``. Pages of episodes no
+    longer in the job are removed. ``made`` (page -> what it was made from) is kept by a
+    caller that builds the same site again, as the server does: then only the episodes
+    whose result or trajectory changed get their page again (what is on the disk is never
+    trusted for that: a job folder may come with pages of its own). ``refresh_s`` makes
+    the job page reload itself that often (a job still running).
+
+    Raises :class:`~agentenv.view.job.NotAJob` when ``source`` is neither,
+    :class:`~agentenv.view.files.Refused` when the site folder is a link at the default
+    place or a folder of other files. An episode whose trajectory is missing, malformed or
+    refused still gets its page, saying so (a job may still be running, or was killed
+    mid-write)."""
+    out = _site(source, out)
     job = load_job(source, out)
+    out.mkdir(parents=True, exist_ok=True)
+    write_file(out / MARK, b"made by agentenv view\n")
     folder = real_folder(out / "episodes")
     assets = real_folder(out / "assets")
     for asset in _ASSETS.iterdir():
         write_file(assets / asset.name, asset.read_bytes())
     if job.repos:
         return _refactor_site(job, out, refresh_s)
-    manifest = out / ".built.json"
-    built: dict[str, str] = {}
-    with contextlib.suppress(Refused, ValueError):
-        seen = json.loads(files.read_regular(manifest, files.MAX_PATCH_BYTES, manifest.name))
-        built = seen if isinstance(seen, dict) else {}
+    made = {} if made is None else made
+    shown_by: dict[Path, str] = {}  # a trajectory -> the page showing it (one page each)
     for episode in job.episodes:
         page = folder / f"{episode.key}.html"
         fingerprint = _fingerprint(episode)
-        if built.get(episode.key) == fingerprint and page.is_file() and not page.is_symlink():
+        if made.get(episode.key) == fingerprint and page.is_file() and not page.is_symlink():
             continue
-        trajectory, problems = None, list(episode.problems)
-        if episode.trajectory is not None:
-            try:
-                trajectory = load_trajectory(episode.trajectory, episode.name or "trajectory")
-            except NotAJob as e:
-                log.warning("view.trajectory_unreadable", error=str(e))
-                problems.append(str(e))
+        problems = list(episode.problems)
+        trajectory = _read_once(episode.trajectory, episode.name, episode.key, shown_by, problems)
         _write(page, episode_page(episode, trajectory, problems))
-        built[episode.key] = fingerprint
+        made[episode.key] = fingerprint
     _remove_stale(folder, {f"{episode.key}.html" for episode in job.episodes})
-    _write(manifest, json.dumps({ep.key: built[ep.key] for ep in job.episodes}))
+    for key in set(made) - {episode.key for episode in job.episodes}:
+        del made[key]
     results = [ep.result for ep in job.episodes]
     tags = {ep.result.task_id: ep.tags for ep in job.episodes}
     rows = summarize(results, max(job.samples, 1), tags) if results else []
     shown: list[tuple[str, str]] = []  # (file, what it shows)
     missing = None
+    charts = real_folder(out / "charts")
     if rows:
         try:
             drawn = job_charts(rows)
         except ImportError:
             missing = "charts need matplotlib: pip install 'agentenv[view]'"
             log.warning("view.no_charts", reason=missing)
+        except Exception as e:  # a chart is not worth the site: say why there is none
+            missing = f"the charts could not be drawn: {type(e).__name__}: {e}"[:500]
+            log.warning("view.charts_failed", error=missing)
         else:
-            charts = real_folder(out / "charts")
             for name, (what, svg) in drawn.items():
                 write_file(charts / name, svg)
                 shown.append((f"charts/{name}", what))
+    _remove_stale(charts, {name.removeprefix("charts/") for name, _ in shown}, ".svg")
+    for partials in (out, assets):
+        _remove_stale(partials, set(), ".partial")
     index = out / "index.html"
     _write(index, job_page(job, rows, shown, missing, refresh_s=refresh_s))
     return index
@@ -115,15 +142,11 @@ def build_site(source: Path, out: Path | None = None, *, refresh_s: float | None
 
 def _refactor_site(job: Job, out: Path, refresh_s: float | None) -> Path:
     """A refactor job: its page and one page per repo (a few, each small: all made again)."""
+    shown_by: dict[Path, str] = {}
     for repo in job.repos:
-        trajectory, patch, problems = None, None, list(repo.problems)
-        if repo.trajectory is not None:
-            try:
-                trajectory = load_trajectory(
-                    repo.trajectory, f"trajectories/{repo.result.slug}.json"
-                )
-            except NotAJob as e:
-                problems.append(str(e))
+        patch, problems = None, list(repo.problems)
+        name = f"trajectories/{repo.result.slug}.json"
+        trajectory = _read_once(repo.trajectory, name, repo.key, shown_by, problems)
         if repo.patch is not None:
             try:
                 data = files.read_regular(repo.patch, files.MAX_PATCH_BYTES, str(repo.result.patch))
@@ -138,15 +161,37 @@ def _refactor_site(job: Job, out: Path, refresh_s: float | None) -> Path:
     return index
 
 
-def _remove_stale(folder: Path, pages: set[str]) -> None:
-    """Pages of episodes the job no longer has (and temporary files a killed build left)."""
+def _read_once(
+    path: Path | None, name: str | None, key: str, shown_by: dict[Path, str], problems: list[str]
+) -> Trajectory | None:
+    """The trajectory at ``path`` for the page ``key``, unless another page shows it
+    already (a journal written by someone else may name one huge file a thousand times);
+    what went wrong is added to ``problems``."""
+    if path is None:
+        return None
+    if path in shown_by:
+        problems.append(f"{name}: another episode names the same file; see {shown_by[path]}")
+        return None
+    shown_by[path] = f"{key}.html"
+    try:
+        return load_trajectory(path, name or "trajectory")
+    except NotAJob as e:
+        log.warning("view.trajectory_unreadable", error=str(e))
+        problems.append(str(e))
+        return None
+
+
+def _remove_stale(folder: Path, keep: set[str], suffix: str = ".html") -> None:
+    """Files named ``*suffix`` in ``folder`` but ``keep`` (pages of episodes the job no
+    longer has, charts not drawn), and the temporary files a killed build left."""
     for entry in folder.iterdir():
         stale = entry.name.endswith(".partial") or (
-            entry.name.endswith(".html") and entry.name not in pages
+            entry.name.endswith(suffix) and entry.name not in keep
         )
         if stale and not entry.is_dir():
             entry.unlink(missing_ok=True)
 
 
 def _write(path: Path, text: str) -> None:
-    write_file(path, text.encode("utf-8"))
+    # a lone surrogate (valid in JSON's escapes, not in UTF-8) becomes "?", not an error
+    write_file(path, text.encode("utf-8", errors="replace"))

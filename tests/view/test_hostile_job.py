@@ -22,6 +22,7 @@ from agentenv.runner.results import EpisodeResult, JobConfig, append_result
 from agentenv.view import build_site
 from agentenv.view import files as view_files
 from agentenv.view.files import Refused
+from agentenv.view.job import NotAJob
 from agentenv.view.serve import serve
 from tests.view.jobs import trajectory
 
@@ -194,8 +195,8 @@ def test_ids_built_to_collide_get_pages_of_their_own(tmp_path: Path) -> None:
     refactor = _refactor_job(
         tmp_path / "refactor",
         [
-            RepoResult(repo="one", slug="a/b", path="x", outcome="error", error="FIRST"),
-            RepoResult(repo="two", slug="a_b", path="x", outcome="error", error="SECOND"),
+            RepoResult(repo="one", slug="x", path="x", outcome="error", error="FIRST"),
+            RepoResult(repo="two", slug="x", path="x", outcome="error", error="SECOND"),
         ],
     )
     index = build_site(refactor)
@@ -243,11 +244,120 @@ def test_the_folder_scan_skips_only_the_site(tmp_path: Path) -> None:
     assert index == again and text.count("<tr class=") == 2 and "data-status='error'" not in text
 
 
-def test_a_manifest_of_the_wrong_shape_is_rebuilt(tmp_path: Path) -> None:
+def test_pages_planted_in_the_job_are_made_again(tmp_path: Path) -> None:
     job = _eval_job(tmp_path / "job", [_graded("a")])
-    (job / "view").mkdir()
-    (job / "view" / ".built.json").write_text("[1, 2]")
-    assert "a--0.html" in build_site(job).read_text(encoding="utf-8")
+    episodes = job / "view" / "episodes"
+    episodes.mkdir(parents=True)
+    evil = "<script>document.title='PWNED'</script>"
+    (episodes / "a--0.html").write_text(evil)
+    (job / "view" / ".built.json").write_text('{"a--0": "anything"}')  # no trust in it
+    (job / "view" / "charts").mkdir()
+    (job / "view" / "charts" / "evil.svg").write_text(f"<svg>{evil}</svg>")
+    (job / "view" / ".index.html.x.partial").write_text(evil)
+    (job / "view" / "assets").mkdir()
+    (job / "view" / "assets" / ".view.js.y.partial").write_text(evil)
+    index = build_site(job)
+    assert "PWNED" not in (episodes / "a--0.html").read_text(encoding="utf-8")
+    assert not (job / "view" / "charts" / "evil.svg").exists()  # charts not drawn: removed
+    assert not list(index.parent.rglob("*.partial"))
+
+
+def test_a_folder_of_other_files_is_not_written_into(tmp_path: Path) -> None:
+    job = _eval_job(tmp_path / "job", [_graded("a")])
+    victim = tmp_path / "victim"
+    (victim / "episodes").mkdir(parents=True)
+    (victim / "index.html").write_text("theirs")
+    (victim / "episodes" / "old.html").write_text("theirs")
+    os.symlink(victim, job / "site")  # planted: `--out job/site` leads there
+    with pytest.raises(Refused, match=r"not a site made by agentenv view"):
+        build_site(job, job / "site")
+    assert (victim / "index.html").read_text() == "theirs"
+    assert (victim / "episodes" / "old.html").read_text() == "theirs"
+    fresh = tmp_path / "fresh"
+    build_site(job, fresh)
+    assert build_site(job, fresh) == fresh / "index.html"  # its own site: built again
+
+
+def test_numbers_and_shapes_no_job_of_ours_writes(tmp_path: Path) -> None:
+    graded = '"outcome":"graded","reward":1,"passed":true'
+    lines = [
+        f'{{"task_id":"inf-cost","sample":0,{graded},"cost_usd":1e999}}',
+        f'{{"task_id":"nan-wall","sample":0,{graded},"wall_s":NaN}}',
+        f'{{"task_id":"big-wall","sample":0,{graded},"wall_s":1.7e308}}',
+        f'{{"task_id":"inf-phase","sample":0,{graded},"phases":{{"model":1e999}}}}',
+        f'{{"task_id":"long-sample","sample":{"9" * 300},{graded}}}',
+        f'{{"task_id":"\u00b2","sample":0,{graded}}}',
+        f'{{"task_id":"{"1" * 5000}","sample":0,{graded}}}',
+        *(f'{{"task_id":"neg-{i}","sample":0,{graded},"cost_usd":-1}}' for i in range(45)),
+    ]
+    job = tmp_path / "job"
+    job.mkdir()
+    write_json(job / "config.json", JobConfig(model="m", samples=1, tasks={}).model_dump())
+    (job / "results.jsonl").write_text("\n".join(lines) + "\n")
+    index = build_site(job)
+    pages = [p.name for p in (index.parent / "episodes").iterdir()]
+    assert len(pages) == len(lines) and all(len(name.encode()) <= 255 for name in pages)
+    assert "charts could not be drawn" not in index.read_text(encoding="utf-8")
+
+
+def test_tool_calls_that_break_pretty_printing(tmp_path: Path) -> None:
+    traj = trajectory("calls", passed=True, turns=3)
+    bombs = ["[" * 100_000, '{"a": "\\ud800"}', "[" * 900 + "]" * 900]
+    for turn, arguments in zip(traj.turns, bombs, strict=True):
+        turn.completion.tool_calls[0].arguments = arguments
+    (tmp_path / "calls.json").write_text(traj.model_dump_json())
+    index = build_site(tmp_path / "calls.json")
+    page = next((index.parent / "episodes").iterdir())
+    assert page.stat().st_size < 2_000_000  # 900 deep, indented, would be ~800 kB per call
+
+
+def test_amplification_is_bounded(tmp_path: Path) -> None:
+    # a task with ten thousand long tags: every row would repeat them
+    job = tmp_path / "job"
+    job.mkdir()
+    tags = {"t": [f"tag-{i}-" + "x" * 90 for i in range(10_000)]}
+    config = JobConfig(model="m", samples=2, tasks={"t": "d"}, tags=tags)
+    write_json(job / "config.json", config.model_dump())
+    for sample in range(2):
+        append_result(job, EpisodeResult(task_id="t", sample=sample, outcome="graded"))
+    assert build_site(job).stat().st_size < 200_000
+    # fifty lines naming one trajectory: shown once, the others point to it
+    shared = _eval_job(
+        tmp_path / "shared",
+        [_graded(f"s{i}", trajectory="trajectories/one.json") for i in range(50)],
+    )
+    (shared / "trajectories").mkdir()
+    (shared / "trajectories" / "one.json").write_text(
+        trajectory("one", passed=True, turns=20).model_dump_json()
+    )
+    index = build_site(shared)
+    texts = [p.read_text(encoding="utf-8") for p in (index.parent / "episodes").iterdir()]
+    assert sum("<section class='turn'>" in t for t in texts) == 1
+    assert sum("another episode names the same file" in t for t in texts) == 49
+
+
+def test_a_journal_too_large_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    job = _eval_job(tmp_path / "job", [_graded("a")])
+    monkeypatch.setattr(view_files, "MAX_JOURNAL_BYTES", 5_000)
+    with open(job / "results.jsonl", "ab") as journal:
+        journal.truncate(10_000)
+    with pytest.raises(NotAJob, match=r"results\.jsonl: 10,000 bytes: too large"):
+        build_site(job)
+
+
+def test_a_deep_or_linked_folder_of_trajectories(tmp_path: Path) -> None:
+    folder = tmp_path / "rollouts"
+    deep = folder
+    for _ in range(300):
+        deep = deep / "d"
+    deep.mkdir(parents=True)
+    (deep / "r.json").write_text(trajectory("deep", passed=True).model_dump_json())
+    (folder / "r.json").write_text(trajectory("top", passed=True).model_dump_json())
+    link = tmp_path / "link"
+    os.symlink(folder, link)
+    for _ in range(2):  # the second build must not read the first one's files
+        text = build_site(link, link / "site").read_text(encoding="utf-8")
+        assert text.count("<tr class=") == 1 and "data-status='error'" not in text
 
 
 def test_pages_of_episodes_no_longer_in_the_job_are_removed(tmp_path: Path) -> None:
@@ -264,6 +374,7 @@ def served(tmp_path: Path) -> Iterator[tuple[int, Path]]:
     (job / "view").mkdir()
     os.symlink("/", job / "view" / "root")
     os.symlink(job / "config.json", job / "view" / "config.json")
+    (job / "view" / "evil.html").write_text("<script>document.title='PWNED'</script>")
     urls: list[str] = []
     stop = threading.Event()
     worker = threading.Thread(
@@ -287,6 +398,9 @@ def _get(port: int, path: str, host: str | None = None) -> tuple[int, bytes]:
     headers = {"Host": host} if host else {}
     connection.request("GET", path, headers=headers)
     answer = connection.getresponse()
+    if answer.status == 200:
+        assert "default-src 'none'" in (answer.getheader("Content-Security-Policy") or "")
+        assert answer.getheader("X-Content-Type-Options") == "nosniff"
     return answer.status, answer.read()
 
 
@@ -299,6 +413,8 @@ def test_the_server_serves_the_site_and_nothing_else(served: tuple[int, Path]) -
     assert _get(port, "/config.json")[0] == 404  # a link to a file of the job
     assert _get(port, "/episodes/")[0] == 404  # no listings
     assert _get(port, "/../config.json")[0] == 404
+    assert _get(port, "/evil.html")[0] == 404  # a file in the folder the build did not write
+    assert _get(port, "/%00")[0] == 404 and _get(port, "/%ed%a0%80")[0] == 404
     # a page of another origin reaching loopback through DNS rebinding names its own host
     assert _get(port, "/index.html", host="attacker.example")[0] == 421
     assert _get(port, "/index.html", host=f"localhost:{port}")[0] == 200
