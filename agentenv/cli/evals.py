@@ -9,6 +9,7 @@ from typing import Annotated
 import anyio
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from agentenv import log
@@ -76,6 +77,15 @@ def eval_(
             "spent (running ones finish; exit code 3). Run again with a higher cap to go on.",
         ),
     ] = None,
+    engine_wait: Annotated[
+        float,
+        typer.Option(
+            "--engine-wait",
+            min=0.0,
+            help="Seconds an episode waits for a sandbox engine that stopped answering "
+            "(restarting, say) before the job stops (exit code 4; run again to resume).",
+        ),
+    ] = 120.0,
     progress_every: Annotated[
         float,
         typer.Option(
@@ -91,7 +101,7 @@ def eval_(
     from agentenv.errors import ConfigMismatch, JobStopped, TaskError
     from agentenv.render import ProgressLines, phase_line, summary_table
     from agentenv.runner import Policies
-    from agentenv.runner.eval import EpisodeSettings, job_config, regrade, run_eval
+    from agentenv.runner.eval import EpisodeSettings, job_config, regrade, run_eval, settled
     from agentenv.runner.eval import Progress as JobProgress
     from agentenv.runner.results import check_config, load_results
     from agentenv.tasks import load_tasks, task_warnings
@@ -125,7 +135,11 @@ def eval_(
         raise _fail(f"these tasks have no [verifier] in task.toml: {', '.join(missing)}")
     # how every episode runs: made once here, handed to run_eval, and by it to the executor
     settings = EpisodeSettings(
-        model=model, attempts=attempts, keep_final=keep_final, reasoning_effort=reasoning_effort
+        model=model,
+        attempts=attempts,
+        keep_final=keep_final,
+        reasoning_effort=reasoning_effort,
+        engine_wait_s=engine_wait,
     )
     try:
         Policies(model, reasoning_effort=reasoning_effort)  # a missing key, before any output
@@ -214,9 +228,14 @@ def eval_(
             raise error
         return rows
 
-    done_before = len(load_results(folder)) if (folder / "results.jsonl").exists() else 0
-    if done_before:
-        err.print(f"resuming {folder}: {done_before} episodes already done", highlight=False)
+    lines_before = load_results(folder) if (folder / "results.jsonl").exists() else {}
+    done_before = len(settled(lines_before))
+    if lines_before:
+        again = len(lines_before) - done_before
+        retried = f", {again} infrastructure errors to run again" if again else ""
+        err.print(
+            f"resuming {folder}: {done_before} episodes already done{retried}", highlight=False
+        )
     try:
         with bar:
             rows = anyio.run(job)
@@ -226,7 +245,14 @@ def eval_(
             "run the same command again to resume"
         )
         raise typer.Exit(130) from None
-    except (ConfigMismatch, KeyError, ValueError, JobStopped, NoRoute) as e:
+    except JobStopped as e:
+        err.print(
+            f"[bold red]stopped:[/] {escape(str(e))}. Finished episodes are in "
+            f"{escape(str(folder))}/results.jsonl; run the same command again to resume.",
+            highlight=False,
+        )
+        raise typer.Exit(4) from None
+    except (ConfigMismatch, KeyError, ValueError, NoRoute) as e:
         raise _fail(str(e).strip("'\"")) from e
     except SandboxError as e:
         raise _fail(str(e)) from e

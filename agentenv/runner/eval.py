@@ -3,7 +3,8 @@
 The job folder holds ``config.json`` (what the job is), ``results.jsonl`` (one fsynced line
 per finished episode: the truth a re-run resumes from), ``trajectories/<task>/<sample>.json``
 (written before its result line) and ``summary.json``. Running the same job on the same
-folder again runs only the episodes without a result line, after removing the containers
+folder again runs only the episodes without a result line (or whose line is an
+infrastructure error the outcome table retries), after removing the containers
 and images that its killed runs left behind (everything a job makes is labelled with it).
 With a budget (``max_cost_usd``) no episode starts once the job has spent it; the job then
 resumes with a higher one.
@@ -142,7 +143,7 @@ async def run_eval(
     # a missing key fails here, before anything runs
     policies = Policies(settings.model, reasoning_effort=settings.reasoning_effort)
     check_config(out, config)
-    done = load_results(out, repair=True)
+    done = settled(load_results(out, repair=True))
     todo = [(t, s) for t in tasks for s in range(samples) if (t.id, s) not in done]
     progress = Progress(
         total=len(tasks) * samples,
@@ -202,6 +203,17 @@ async def run_eval(
             progress.cost_usd += result.cost_usd
             report()
 
+    stopped_by: list[JobStopped] = []
+
+    async def or_stop(task: Task, sample: int, scope: anyio.CancelScope) -> None:
+        # the first episode that stops the job cancels the others (no line for them: a
+        # resume runs them), and the job raises its reason, not a group of errors
+        try:
+            await one(task, sample)
+        except JobStopped as e:
+            stopped_by.append(e)
+            scope.cancel()
+
     report()
     try:
         with job_scope(job_id(out)):
@@ -209,11 +221,20 @@ async def run_eval(
             # create and remove cost far more than a recycle)
             async with recycling(), anyio.create_task_group() as tg:
                 for task, sample in todo:
-                    tg.start_soon(one, task, sample)
+                    tg.start_soon(or_stop, task, sample, tg.cancel_scope)
     finally:
         await policies.aclose()
+    if stopped_by:
+        raise stopped_by[0]
     stopped = "max_cost" if budget.stopped else None
     return write_summary(out, list(done.values()), samples, config.tags, stopped=stopped)
+
+
+def settled(results: dict[tuple[str, int], EpisodeResult]) -> dict[tuple[str, int], EpisodeResult]:
+    """The results a resume keeps: all but the infrastructure errors the outcome table
+    retries (a lost sandbox, an endpoint down), which it runs again. Their lines stay in
+    the journal; the new line is the one that counts."""
+    return {key: r for key, r in results.items() if not POLICY[r.outcome].retry}
 
 
 def write_summary(
@@ -289,5 +310,6 @@ __all__ = [
     "load_config",
     "regrade",
     "run_eval",
+    "settled",
     "write_summary",
 ]

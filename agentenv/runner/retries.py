@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import anyio
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentenv.agent.trajectory import Spend, Trajectory
@@ -16,7 +17,7 @@ from agentenv.runner.episode import run_task
 from agentenv.runner.outcomes import POLICY, Outcome, classify
 from agentenv.runner.policy import Policies
 from agentenv.runner.results import EpisodeResult, write_atomic
-from agentenv.sandbox import default_backend
+from agentenv.sandbox import EngineUnavailable, SandboxError, default_backend, get_backend
 from agentenv.tasks import Task
 
 log = get_logger(__name__)
@@ -36,6 +37,52 @@ class EpisodeSettings(BaseModel):
     backend: str = Field(
         default_factory=default_backend, min_length=1, description="the sandbox backend"
     )
+    engine_wait_s: float = Field(
+        120.0,
+        ge=0,
+        description="how long an episode waits for a sandbox engine that stopped answering "
+        "(restarting, say) before the job stops",
+    )
+
+
+def _answers(backend: str) -> bool:
+    """Whether the sandbox engine answers now (listing our objects: every backend can)."""
+    try:
+        get_backend(backend).leftovers()
+    except EngineUnavailable:
+        return False
+    except SandboxError:
+        return True  # it answered, with an error
+    return True
+
+
+async def _host_trouble(error: Exception, backend: str) -> str | None:
+    """What is wrong with the host rather than the episode, if anything: the sandbox
+    engine's disk full, or the engine not answering."""
+    if "no space left on device" in str(error).lower():
+        return "its disk is full"
+    if not await anyio.to_thread.run_sync(_answers, backend):
+        return "it does not answer"
+    return None
+
+
+async def _wait_out(trouble: str, backend: str, budget_s: float, pause_s: float) -> bool:
+    """Wait for the host's trouble to pass, at most ``budget_s``: an engine that does not
+    answer is asked again until it does; a full disk cannot be asked, so the attempt is
+    simply made again after ``pause_s``. ``False`` when the budget ran out."""
+    if budget_s <= 0:
+        return False
+    if trouble == "its disk is full":
+        await anyio.sleep(min(pause_s, budget_s))
+        return True
+    deadline = time.monotonic() + budget_s
+    delay = 0.5
+    while not await anyio.to_thread.run_sync(_answers, backend):
+        if time.monotonic() + delay > deadline:
+            return False
+        await anyio.sleep(delay)
+        delay = min(2 * delay, 5.0)
+    return True
 
 
 def split_phases(phases: dict[str, float], traj: Trajectory | None, wall_s: float) -> None:
@@ -102,9 +149,12 @@ async def run_episode_with_retries(
     are ``settings.model``'s (made once per process: they hold its connections)."""
     started = time.monotonic()
     attempts = settings.attempts
-    for attempt in range(1, attempts + 1):
+    outages, outage_s = 0, 0.0  # the host's trouble waited out: not the episode's attempts
+    attempt = 0
+    while attempt < attempts:
+        attempt += 1
         attempt_started = time.monotonic()
-        phases = {"retries": attempt_started - started} if attempt > 1 else {}
+        phases = {"retries": attempt_started - started} if attempt_started > started else {}
         try:
             model = policies.for_task(task)
             traj, final = await run_task(task, model, phases=phases, backend=settings.backend)
@@ -123,6 +173,25 @@ async def run_episode_with_retries(
                 outcome=outcome,
                 error=f"{type(e).__name__}: {e}",
             )
+            # the engine down (restarting, say) or its disk full: not the episode's fault,
+            # and every episode would fail alike; waited out, the attempt does not count,
+            # and if it lasts past engine_wait_s the job stops (a resume finishes it)
+            trouble = None
+            if outcome in ("sandbox_lost", "task_error"):
+                trouble = await _host_trouble(e, settings.backend)
+            if trouble is not None:
+                outages += 1
+                log.warning("episode.host_trouble", task=task.id, sample=sample, trouble=trouble)
+                waited = time.monotonic()
+                budget = settings.engine_wait_s - outage_s
+                if not await _wait_out(trouble, settings.backend, budget, min(2.0**outages, 10)):
+                    raise JobStopped(
+                        f"the {settings.backend} engine: {trouble} "
+                        f"(waited {settings.engine_wait_s:g} s; {type(e).__name__}: {e})"
+                    ) from e
+                outage_s += time.monotonic() - waited
+                attempt -= 1
+                continue
             if rule.stop_job:
                 raise JobStopped(f"{outcome}: {type(e).__name__}: {e}") from e
             if rule.retry and attempt < attempts:

@@ -168,6 +168,16 @@ async def test_infrastructure_failures_are_retried_then_recorded(tmp_path: Path)
     assert "SandboxUnavailable" in (result.error or "")
     assert rows[-1].errors == 1 and rows[-1].pass_at_1 is None  # not graded, not a failure
 
+    # a resume runs the infrastructure error again; its line stays, the new one counts
+    port = int(server.base_url.rsplit(":", 1)[1].split("/")[0])  # the same model URL
+    with K3Server(solving_script, port=port) as server:
+        settings = EpisodeSettings(model=server.base_url, attempts=2)
+        rows = await run_eval(tasks, settings, out=tmp_path / "lost")
+    journal = (tmp_path / "lost" / "results.jsonl").read_text().splitlines()
+    assert [json.loads(line)["outcome"] for line in journal] == ["sandbox_lost", "graded"]
+    (result,) = load_results(tmp_path / "lost").values()
+    assert result.outcome == "graded" and rows[-1].errors == 0 and rows[-1].pass_at_1 == 1.0
+
 
 async def test_a_broken_verifier_is_an_error_and_final_states_can_be_regraded(
     tmp_path: Path,

@@ -1,0 +1,104 @@
+"""The Docker engine fails under a running eval job: killed (SIGKILL) or restarted (SIGTERM)
+while sandboxes run or are paused, gone for good, its disk full. The job survives what can
+be survived; what cannot stops it with a message that says so, and a resume finishes it."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from pathlib import Path
+
+import pytest
+
+from agentenv.testing import K3Server
+from tests.faults.engine import PrivateEngine
+from tests.faults.scenario import (
+    TTFT_S,
+    Job,
+    make_tasks,
+    sandboxes,
+    settle,
+    thinking,
+    three_turns,
+    wait_until,
+)
+
+TASKS, SAMPLES = 4, 2
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
+def test_engine_restarted_under_paused_sandboxes(
+    engine: PrivateEngine, tmp_path: Path, sig: signal.Signals
+) -> None:
+    tasks = make_tasks(tmp_path / "tasks", TASKS)
+    with K3Server(three_turns, ttft_s=TTFT_S) as server:
+        job = Job(engine, server, tasks, tmp_path / "job", samples=SAMPLES)
+        job.start()
+        thinking(engine, server)
+        before = job.journal()
+        engine.restart(sig)
+        code = job.wait()
+        if code != 0:  # the job said what stopped it; run again, as its user would
+            code = job.run()
+    assert code == 0, job.outputs[-1][1][-2000:]
+    settle(f"engine {sig.name} under paused sandboxes", job, TASKS, SAMPLES, before)
+
+
+def test_engine_killed_while_commands_run(engine: PrivateEngine, tmp_path: Path) -> None:
+    tasks = make_tasks(tmp_path / "tasks", TASKS)
+    with K3Server(three_turns, ttft_s=0.2) as server:
+        job = Job(engine, server, tasks, tmp_path / "job", samples=SAMPLES)
+        job.start()
+        wait_until(lambda: len(sandboxes(engine, "running")) >= 2, what="running sandboxes")
+        before = job.journal()
+        engine.restart(signal.SIGKILL)
+        code = job.wait()
+        if code != 0:
+            code = job.run()
+    assert code == 0, job.outputs[-1][1][-2000:]
+    settle("engine SIGKILL while commands run", job, TASKS, SAMPLES, before)
+
+
+def test_engine_gone_for_good_stops_the_job_and_a_resume_finishes(
+    engine: PrivateEngine, tmp_path: Path
+) -> None:
+    tasks = make_tasks(tmp_path / "tasks", TASKS)
+    with K3Server(three_turns, ttft_s=TTFT_S) as server:
+        job = Job(
+            engine, server, tasks, tmp_path / "job", samples=SAMPLES,
+            extra=("--engine-wait", "10"),
+        )  # fmt: skip
+        job.start()
+        thinking(engine, server)
+        before = job.journal()
+        engine.kill(signal.SIGKILL)
+        code = job.wait()
+        stderr = job.outputs[-1][1]
+        assert code == 4, "a job whose engine is gone must not end as if it had finished"
+        assert "docker engine: it does not answer" in stderr, stderr
+        assert "run the same command again to resume" in stderr, stderr
+        assert "Traceback" not in stderr, stderr
+        engine.start()
+        assert job.run() == 0, job.outputs[-1][1][-2000:]
+    settle("engine gone until the resume", job, TASKS, SAMPLES, before)
+
+
+def test_disk_full_then_freed(engine: PrivateEngine, tmp_path: Path) -> None:
+    tasks = make_tasks(tmp_path / "tasks", TASKS)
+    with K3Server(three_turns, ttft_s=TTFT_S) as server:
+        job = Job(
+            engine, server, tasks, tmp_path / "job", samples=SAMPLES,
+            extra=("--engine-wait", "60"),
+        )  # fmt: skip
+        job.start()
+        wait_until(lambda: len(sandboxes(engine)) >= 2, what="sandboxes")
+        before = job.journal()
+        engine.fill_disk()
+        freed = threading.Timer(10, engine.free_disk)
+        freed.start()
+        code = job.wait()
+        freed.join()
+        if code != 0:
+            code = job.run()
+    assert code == 0, job.outputs[-1][1][-2000:]
+    settle("engine disk full for 10 s", job, TASKS, SAMPLES, before)
