@@ -19,7 +19,6 @@ from tenacity import (
     AsyncRetrying,
     RetryCallState,
     retry_if_exception_type,
-    stop_after_attempt,
 )
 
 from agentenv.errors import (
@@ -115,6 +114,7 @@ class OpenAIChatModel:
         timeout_s: float = 600.0,
         extra_body: dict[str, Any] | None = None,
         max_attempts: int = 6,
+        rate_limit_wait_s: float = 600.0,
         backoff_initial_s: float = 1.0,
         backoff_max_s: float = 60.0,
         limit: AdaptiveLimit | None = None,
@@ -128,6 +128,7 @@ class OpenAIChatModel:
         self.max_completion_tokens = max_completion_tokens
         self.extra_body = extra_body or {}
         self.max_attempts = max_attempts
+        self.rate_limit_wait_s = rate_limit_wait_s
         self._backoff_initial_s = backoff_initial_s
         self._backoff_max_s = backoff_max_s
         from openai import AsyncOpenAI  # here, not at import: the SDK takes a second to load
@@ -180,13 +181,25 @@ class OpenAIChatModel:
     ) -> Completion:
         """Stream one assistant turn and return it assembled, with usage, cost and the number
         of retries it took. Transient failures are retried with capped, jittered exponential
-        backoff (at least what ``Retry-After`` asks), then raised as
-        :class:`EndpointUnavailable` (or :class:`RateLimited`, :class:`StreamCut`); a context
-        overflow raises :class:`ContextOverflow`, other refusals :class:`BadRequest` or
-        :class:`AuthError` at once. Only :class:`ModelError` kinds come out, never the SDK's."""
+        backoff, ``max_attempts`` times, then raised as :class:`EndpointUnavailable` (or
+        :class:`StreamCut`); rate limits are waited out as the server asks (``Retry-After``)
+        for up to ``rate_limit_wait_s``, then raised as :class:`RateLimited`: a storm of 429s
+        is the endpoint saying "later", not "down". A context overflow raises
+        :class:`ContextOverflow`, other refusals :class:`BadRequest` or :class:`AuthError` at
+        once. Only :class:`ModelError` kinds come out, never the SDK's."""
+        failures = 0  # those that are not rate limits
+
+        def stop(state: RetryCallState) -> bool:
+            nonlocal failures
+            error = state.outcome.exception() if state.outcome else None
+            if isinstance(error, RateLimited):
+                return (state.seconds_since_start or 0.0) >= self.rate_limit_wait_s
+            failures += 1
+            return failures >= self.max_attempts
+
         attempts = AsyncRetrying(
             retry=retry_if_exception_type(EndpointUnavailable),  # rate limits, cut streams too
-            stop=stop_after_attempt(self.max_attempts),
+            stop=stop,
             wait=self._wait,
             before_sleep=_log_retry,
             reraise=True,
@@ -215,12 +228,16 @@ class OpenAIChatModel:
         return done
 
     def _wait(self, state: RetryCallState) -> float:
-        # Capped exponential backoff with jitter, but never less than the server asked for.
-        exponent = min(state.attempt_number - 1, 30)
-        backoff = min(self._backoff_max_s, self._backoff_initial_s * 2.0**exponent)
-        backoff += random.uniform(0, self._backoff_initial_s)
+        # Capped exponential backoff with jitter, but never less than the server asked for;
+        # a rate limit with a hint waits what it asks (backing off further would only leave
+        # the episode idle after the storm), jittered so that episodes do not come back at once.
+        jitter = random.uniform(0, self._backoff_initial_s)
         error = state.outcome.exception() if state.outcome else None
         hint = getattr(error, "retry_after_s", None)
+        if isinstance(error, RateLimited) and hint is not None:
+            return float(hint) + jitter
+        exponent = min(state.attempt_number - 1, 30)
+        backoff = min(self._backoff_max_s, self._backoff_initial_s * 2.0**exponent) + jitter
         return max(backoff, hint) if hint is not None else backoff
 
     async def _complete_once(

@@ -127,7 +127,7 @@ class K3Server:
         model: str = MODEL,
         context_window: int = CONTEXT_WINDOW,
         chunk_chars: int = 16,
-        faults: list[Fault | None] | None = None,
+        faults: list[Fault | None] | Callable[[dict[str, Any]], Fault | None] | None = None,
         ttft_s: float = 0.0,
         tokens_per_s: float | None = None,
         hosted: bool = False,
@@ -140,7 +140,8 @@ class K3Server:
         self.model = model
         self.context_window = context_window
         self.chunk_chars = chunk_chars
-        self.faults = list(faults or [])  # one per request, in order; None: answer normally
+        # one per request, in order (None: answer normally), or a function of the request
+        self.faults = faults if callable(faults) else list(faults or [])
         self.requests: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         self._previous: list[int] = []
@@ -354,7 +355,10 @@ class K3Server:
         except (ValueError, json.JSONDecodeError) as e:
             return Reply.json(400, _error(f"invalid JSON body: {e}"))
         with self._lock:
-            fault = self.faults.pop(0) if self.faults else None
+            if callable(self.faults):
+                fault = self.faults(body)
+            else:
+                fault = self.faults.pop(0) if self.faults else None
         if fault is not None and fault.kind not in ("cut", "malformed"):
             self.requests.append(body)
             return _fault_reply(fault)

@@ -32,8 +32,9 @@ class Row(BaseModel):
 
     scenario: str
     episodes: int
-    affected: int  # episodes that saw the fault (an attempt failed, or a line said error)
-    retried: int  # attempts run again (within the run, or by the resume)
+    affected: int  # episodes that saw the fault (a retry of any kind, or a line said error)
+    retried: int  # episode attempts run again (in the run, or by the resume), plus model
+    # requests retried by the client
     lost: int  # episodes without a result that counts
     duplicated: int  # episodes graded more than once (the model paid twice)
     leaked: int  # containers and images of ours left after gc
@@ -190,6 +191,17 @@ def settle(scenario: str, job: Job, n_tasks: int, samples: int, before: bytes) -
     failed = job.log_events("episode.failed")
     affected = {(e.get("task"), e.get("sample")) for e in failed}
     affected |= {(ln["task_id"], ln["sample"]) for ln in lines if ln["outcome"] != "graded"}
+    requests_retried = 0
+    for key, line in last.items():
+        if line.get("trajectory"):
+            turns = json.loads((job.out / line["trajectory"]).read_text())["turns"]
+            retries = sum(t["completion"]["retries"] for t in turns)
+            requests_retried += retries
+            fell_back = any(
+                (t["completion"].get("route") or {}).get("fell_back_from") for t in turns
+            )
+            if retries or fell_back:
+                affected.add(key)
     collected = gc(job.engine)
     assert collected.returncode == 0, collected.stderr
     leaked = job.engine.ours()
@@ -197,7 +209,7 @@ def settle(scenario: str, job: Job, n_tasks: int, samples: int, before: bytes) -
         scenario=scenario,
         episodes=len(expected),
         affected=len(affected),
-        retried=len(failed),
+        retried=len(failed) + requests_retried,
         lost=len(lost),
         duplicated=len(duplicated),
         leaked=len(leaked),

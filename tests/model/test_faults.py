@@ -93,13 +93,28 @@ async def test_context_overflow_is_its_own_error_and_not_retried(transport: str)
     assert len(server.requests) == 1
 
 
+async def test_a_storm_of_rate_limits_is_waited_out_not_counted(transport: str) -> None:
+    # more 429s than attempts: a rate limit is the endpoint saying "later", not "down"
+    storm = [Fault(kind="429", retry_after_s=0.01)] * 8
+    with serving(K3Server(ANSWER, faults=list(storm)), transport) as server:
+        done = await _complete(server, transport, max_attempts=3)
+    assert done.retries == 8  # type: ignore[attr-defined]
+    # ... for as long as the client is told to wait, then it is one
+    with (
+        serving(K3Server(ANSWER, faults=[*storm, *storm]), transport) as server,
+        pytest.raises(RateLimited),
+    ):
+        await _complete(server, transport, max_attempts=3, rate_limit_wait_s=0.05)
+    assert len(server.requests) < 16
+
+
 @pytest.mark.parametrize(
     ("faults", "kind", "outcome", "requests"),
     [
         (["401"], AuthError, "auth", 1),
         (["403"], AuthError, "auth", 1),
         (["500"] * 3, EndpointUnavailable, "endpoint_down", 3),
-        (["429"] * 3, RateLimited, "endpoint_down", 3),
+        (["429"], RateLimited, "endpoint_down", 1),  # with no time to wait rate limits out
         (["cut"] * 3, StreamCut, "endpoint_down", 3),
     ],
 )
@@ -112,7 +127,7 @@ async def test_every_failure_comes_out_as_our_kind_with_the_sdks_as_cause(
         serving(K3Server(ANSWER, faults=injected), transport) as server,
         pytest.raises(kind) as caught,
     ):
-        await _complete(server, transport, max_attempts=3)
+        await _complete(server, transport, max_attempts=3, rate_limit_wait_s=0)
     assert len(server.requests) == requests  # refusals are not retried
     assert classify(caught.value) == outcome
     if kind is not StreamCut:  # a cut stream is ours from the start
