@@ -60,11 +60,28 @@ def three_turns(body: dict[str, Any]) -> ScriptedTurn:
     return ScriptedTurn(reasoning=f"Step {done} for {name}.", tool_calls=[call])
 
 
-def make_tasks(root: Path, n: int) -> Path:
-    """``n`` greeting tasks in ``root``."""
+# a verification long enough to be caught in the middle of
+SLOW_CHECK = '[verifier]\nkind = "command"\ncommand = "sleep 3; bash /agentenv/tests/check.sh"\n'
+
+
+def make_tasks(root: Path, n: int, verifier: str | None = None) -> Path:
+    """``n`` greeting tasks in ``root`` (``verifier``: their task.toml's [verifier])."""
     for i in range(n):
-        make_task(root, f"greet-{i}")
+        make_task(root, f"greet-{i}", verifier=verifier)
     return root
+
+
+def verifying(server: K3Server, n: int = 2, after_s: float = TTFT_S + 1.0) -> None:
+    """Wait until ``n`` episodes are verifying: their last model turn (the submit) was
+    asked for, answered after the time to first token, and the slow check has begun."""
+    wait_until(
+        lambda: sum(
+            1 for body in list(server.requests)
+            if sum(m["role"] == "assistant" for m in body["messages"]) == 2
+        ) >= n,
+        what=f"{n} episodes at their last turn",
+    )  # fmt: skip
+    time.sleep(after_s)
 
 
 class Job:
@@ -172,9 +189,20 @@ def gc(engine: PrivateEngine) -> subprocess.CompletedProcess[str]:
     )  # fmt: skip
 
 
-def settle(scenario: str, job: Job, n_tasks: int, samples: int, before: bytes) -> Row:
+def started(server: K3Server) -> int:
+    """Episodes started so far against ``server`` (each asks for its first turn once)."""
+    return sum(
+        1 for body in list(server.requests)
+        if not any(m["role"] == "assistant" for m in body["messages"])
+    )  # fmt: skip
+
+
+def settle(
+    scenario: str, job: Job, n_tasks: int, samples: int, before: bytes, rerun: int = 0
+) -> Row:
     """After the fault (and any resume): assert what every scenario must hold, collect
-    with gc, and record the row."""
+    with gc, and record the row. ``rerun``: episodes cut off without a line (a killed
+    runner's), which the resume ran again."""
     lines = job.lines()
     journal = job.journal()
     assert journal.startswith(before), "a line written before the fault was rewritten"
@@ -208,8 +236,8 @@ def settle(scenario: str, job: Job, n_tasks: int, samples: int, before: bytes) -
     row = Row(
         scenario=scenario,
         episodes=len(expected),
-        affected=len(affected),
-        retried=len(failed) + requests_retried,
+        affected=len(affected) + rerun,
+        retried=len(failed) + requests_retried + rerun,
         lost=len(lost),
         duplicated=len(duplicated),
         leaked=len(leaked),
