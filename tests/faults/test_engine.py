@@ -13,6 +13,7 @@ import pytest
 from agentenv.testing import K3Server
 from tests.faults.engine import PrivateEngine
 from tests.faults.scenario import (
+    SLOW_CHECK,
     TTFT_S,
     Job,
     make_tasks,
@@ -20,6 +21,7 @@ from tests.faults.scenario import (
     settle,
     thinking,
     three_turns,
+    verifying,
     wait_until,
 )
 
@@ -38,9 +40,7 @@ def test_engine_restarted_under_paused_sandboxes(
         before = job.journal()
         engine.restart(sig)
         code = job.wait()
-        if code != 0:  # the job said what stopped it; run again, as its user would
-            code = job.run()
-    assert code == 0, job.outputs[-1][1][-2000:]
+    assert code == 0, job.outputs[-1][1][-2000:]  # survived: no resume needed
     settle(f"engine {sig.name} under paused sandboxes", job, TASKS, SAMPLES, before)
 
 
@@ -53,10 +53,21 @@ def test_engine_killed_while_commands_run(engine: PrivateEngine, tmp_path: Path)
         before = job.journal()
         engine.restart(signal.SIGKILL)
         code = job.wait()
-        if code != 0:
-            code = job.run()
     assert code == 0, job.outputs[-1][1][-2000:]
     settle("engine SIGKILL while commands run", job, TASKS, SAMPLES, before)
+
+
+def test_engine_killed_while_episodes_verify(engine: PrivateEngine, tmp_path: Path) -> None:
+    tasks = make_tasks(tmp_path / "tasks", TASKS, verifier=SLOW_CHECK)
+    with K3Server(three_turns, ttft_s=TTFT_S) as server:
+        job = Job(engine, server, tasks, tmp_path / "job", samples=SAMPLES)
+        job.start()
+        verifying(server)
+        before = job.journal()
+        engine.restart(signal.SIGKILL)
+        code = job.wait()
+    assert code == 0, job.outputs[-1][1][-2000:]
+    settle("engine SIGKILL while episodes verify", job, TASKS, SAMPLES, before)
 
 
 def test_engine_gone_for_good_stops_the_job_and_a_resume_finishes(
@@ -98,7 +109,5 @@ def test_disk_full_then_freed(engine: PrivateEngine, tmp_path: Path) -> None:
         freed.start()
         code = job.wait()
         freed.join()
-        if code != 0:
-            code = job.run()
     assert code == 0, job.outputs[-1][1][-2000:]
     settle("engine disk full for 10 s", job, TASKS, SAMPLES, before)
