@@ -14,17 +14,9 @@ from typing import Any
 from pydantic import GetCoreSchemaHandler
 from pydantic_core import core_schema
 
-from agentenv.sandbox.labels import owner, owner_alive
+from agentenv import scratch
 
-__all__ = ["Archive", "collect_leftovers"]
-
-_PREFIX = "agentenv-archive-"
-
-
-def _prefix() -> str:
-    # the owner's pid and start time in the name: a killed runner's files can be told apart
-    _, pid, start = owner().rsplit(":", 2)
-    return f"{_PREFIX}{pid}-{start}-"
+__all__ = ["Archive"]
 
 
 class Archive(os.PathLike[str]):
@@ -46,7 +38,8 @@ class Archive(os.PathLike[str]):
     @classmethod
     def new(cls) -> Archive:
         """An empty temporary file to write a tar into."""
-        fd, name = tempfile.mkstemp(prefix=_prefix(), suffix=".tar")
+        # named by its owner process: a killed runner's are collected (see scratch)
+        fd, name = tempfile.mkstemp(prefix=scratch.prefix("archive"), suffix=".tar")
         os.close(fd)
         return cls(name, temporary=True)
 
@@ -99,19 +92,3 @@ class Archive(os.PathLike[str]):
 def _remove(path: str) -> None:
     with contextlib.suppress(FileNotFoundError):
         os.unlink(path)
-
-
-def collect_leftovers(*, dry_run: bool = False) -> list[Path]:
-    """Remove the temporary archives that runners killed on this host left behind (a
-    normal exit removes its own); returns them."""
-    host = owner().rsplit(":", 2)[0]
-    found = []
-    for path in Path(tempfile.gettempdir()).glob(f"{_PREFIX}*-*-*.tar"):
-        pid, _, rest = path.name[len(_PREFIX) :].partition("-")
-        start = rest.partition("-")[0]
-        if not pid.isdigit() or owner_alive(f"{host}:{pid}:{start}"):
-            continue
-        found.append(path)
-        if not dry_run:
-            _remove(str(path))
-    return found

@@ -21,11 +21,11 @@ import math
 import re
 import shlex
 import tarfile
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from agentenv import scratch
 from agentenv.agent.trajectory import Limits
 from agentenv.errors import TaskError
 from agentenv.sandbox import ArchiveTooLarge, Sandbox
@@ -235,7 +235,7 @@ async def _rewards(box: Sandbox) -> tuple[dict[str, float], str | None]:
     memory than that, and a symlink is not followed."""
     for name, parse in (("reward.txt", _from_text), ("reward.json", _from_json)):
         path = f"{LOGS}/{name}"
-        with tempfile.TemporaryDirectory(prefix="agentenv-reward-") as tmp:
+        with scratch.folder("reward") as tmp:
             tar_path = Path(tmp) / "reward.tar"
             try:
                 await box.download_to(path, tar_path, max_bytes=MAX_REWARD_FILE)

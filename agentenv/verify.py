@@ -39,7 +39,6 @@ import re
 import shlex
 import shutil
 import tarfile
-import tempfile
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path, PurePosixPath
@@ -47,6 +46,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from agentenv import scratch
 from agentenv._resources import checkers_dir
 from agentenv.archive import Archive
 from agentenv.sandbox.errors import SandboxError, SandboxUnavailable
@@ -1234,7 +1234,7 @@ def _without_cases(tests: Path | None, check: Check) -> Iterator[Path | None]:
     def skip(folder: str, names: list[str]) -> list[str]:
         return [n for n in names if (Path(folder) / n).resolve() in hidden]
 
-    with tempfile.TemporaryDirectory(prefix="agentenv-tests-") as tmp:
+    with scratch.folder("tests") as tmp:
         copy = Path(tmp) / "tests"
         shutil.copytree(tests, copy, symlinks=True, ignore=skip)
         yield copy

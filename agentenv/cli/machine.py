@@ -15,7 +15,6 @@ from rich.markup import escape
 from rich.table import Table
 
 from agentenv import log
-from agentenv.archive import collect_leftovers
 from agentenv.cli._app import JsonFlag, _fail, app, err, images_app, out, sandbox_app
 from agentenv.sandbox import (
     EngineUnavailable,
@@ -29,6 +28,7 @@ from agentenv.sandbox import (
 )
 from agentenv.sandbox import gc as gc_mod
 from agentenv.sandbox.images import BASE_IMAGE
+from agentenv.scratch import collect_leftovers
 
 ENGINE_SCRIPT = Path(__file__).parent.parent / "sandbox" / "docker" / "engine.sh"
 BackendOption = Annotated[
@@ -260,6 +260,7 @@ def gc(
         out.print(f"{verb} nothing")
     if files and not as_json:
         out.print(
-            f"{verb} {len(files)} leftover workspace archive(s) in {files[0].parent}",
+            f"{verb} {len(files)} temporary file(s) and folder(s) of killed runners in "
+            f"{files[0].parent}",
             markup=False,
         )

@@ -334,10 +334,15 @@ async def prepare(
 
 
 async def release(prepared: Prepared) -> None:
-    """Remove the prepared state's snapshot, if it has one (once no sandbox uses it)."""
+    """Remove the prepared state's snapshot, if it has one (once no sandbox uses it). One
+    that cannot go now (the engine restarting, a sandbox of it not yet removed) is left for
+    `agentenv gc`, which knows it by its labels: it must not fail what used it."""
     if prepared.snapshot is not None:
         with anyio.CancelScope(shield=True):
-            await remove_snapshot(prepared.snapshot)
+            try:
+                await remove_snapshot(prepared.snapshot)
+            except SandboxError as e:
+                log.warning("episode.snapshot_left", ref=prepared.snapshot.ref, error=str(e))
 
 
 async def start_sandbox(prepared: Prepared, *, outlive_owner: bool = False) -> Sandbox:

@@ -23,7 +23,7 @@ from pathlib import Path
 import anyio
 from pydantic import BaseModel
 
-from agentenv import archive
+from agentenv import scratch
 from agentenv.agent.loop import Trajectory
 from agentenv.archive import Archive
 from agentenv.errors import JobStopped
@@ -93,10 +93,11 @@ def collect_leftovers(out: Path, backend: str | None = None) -> int:
     """Remove the containers, volumes and images that killed runs of the job in ``out``
     left behind (their runner process is gone); never those of a live run, or of another
     job. Returns how many went. Blocking. Without an engine here (a Ray driver, say) there
-    is nothing of ours to collect: that is logged, not raised. The temporary workspace
-    archives of killed runners on this host go too (whatever their job: their runner is
-    dead). Only ``backend``'s objects (the default backend's for ``None``) are looked at."""
-    archives = archive.collect_leftovers()
+    is nothing of ours to collect: that is logged, not raised. The temporary files and
+    folders of killed runners on this host go too (whatever their job: their runner is dead;
+    see :mod:`agentenv.scratch`). Only ``backend``'s objects (the default backend's for
+    ``None``) are looked at."""
+    archives = scratch.collect_leftovers()
     if archives:
         log.info("eval.collected_archives", n=len(archives))
     try:

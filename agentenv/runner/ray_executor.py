@@ -13,13 +13,13 @@ import io
 import logging
 import socket
 import tarfile
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import anyio
 import ray
 
+from agentenv import scratch
 from agentenv.agent.loop import Trajectory
 from agentenv.runner.policy import Policies
 from agentenv.runner.results import EpisodeResult
@@ -43,7 +43,7 @@ def _episode(
 
     task = Task.model_validate_json(task_json)
     settings = EpisodeSettings.model_validate_json(settings_json)
-    with tempfile.TemporaryDirectory(prefix="agentenv-ray-") as tmp:
+    with scratch.folder("ray") as tmp:
         with tarfile.open(fileobj=io.BytesIO(packed), mode="r:gz") as tar:
             tar.extractall(tmp, filter="data")
         folder = Path(tmp) / (task.folder.name if task.folder else task.id)

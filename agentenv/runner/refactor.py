@@ -17,7 +17,6 @@ import difflib
 import hashlib
 import json
 import re
-import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -27,6 +26,7 @@ from typing import Literal
 import anyio
 from pydantic import BaseModel, Field
 
+from agentenv import scratch
 from agentenv.agent.loop import run_episode
 from agentenv.agent.trajectory import Limits, Spend, Trajectory
 from agentenv.log import get_logger
@@ -325,7 +325,7 @@ async def refactor_repo(
     started = time.monotonic()
     result = RepoResult(repo=entry.name, slug=entry.slug, path=str(entry.path), outcome="error")
     try:
-        with tempfile.TemporaryDirectory(prefix="agentenv-repo-") as tmp:
+        with scratch.folder("repo") as tmp:
             clone = Path(tmp) / "repo"
             checkout = clone_committed(entry, clone)
             result.branch, result.commit = checkout.branch, checkout.commit

@@ -10,11 +10,12 @@ import json
 import re
 import shlex
 import subprocess
-import tempfile
 import tomllib
 from pathlib import Path
 
 from pydantic import BaseModel, model_validator
+
+from agentenv import scratch
 
 KEYS = ("test", "image", "branch", "name")
 FALLBACK_IDENTITY = ("agentenv", "agentenv@localhost")
@@ -406,7 +407,7 @@ def detect_test_command(tree: Path) -> TestCommand | None:
 
 def patch_applies(entry: RepoEntry, commit: str, patch: bytes) -> str | None:
     """``None`` if ``patch`` applies cleanly to ``commit`` of the original repo, else why."""
-    with tempfile.TemporaryDirectory(prefix="agentenv-apply-") as tmp:
+    with scratch.folder("apply") as tmp:
         return apply_patch(entry, commit, patch, Path(tmp))
 
 
@@ -460,7 +461,7 @@ def create_branch(
     if not entry.path.is_dir():
         raise RepoError(f"{entry.path}: no such folder")
     name, email, fallback = git_identity(entry.path)
-    with tempfile.TemporaryDirectory(prefix="agentenv-branch-") as tmp:
+    with scratch.folder("branch") as tmp:
         work = Path(tmp)
         clone_at(entry.path, work, commit, "agentenv-apply")
         git(work, "apply", "--index", "--binary", "-", stdin=patch)

@@ -18,11 +18,13 @@ from pathlib import Path
 import docker.errors
 import pytest
 
-from agentenv.archive import Archive, collect_leftovers
+from agentenv import scratch
+from agentenv.archive import Archive
 from agentenv.sandbox import SandboxSpec, gc
 from agentenv.sandbox.docker import DockerBackend, DockerSandbox, connect
 from agentenv.sandbox.images import BASE_IMAGE
 from agentenv.sandbox.labels import JOB, RUN, job_scope, labels_for, stale_reason
+from agentenv.scratch import collect_leftovers
 from tests.helpers import start_script
 
 LEAKER = """
@@ -160,19 +162,26 @@ def test_a_job_collects_only_its_own_dead_runs_leftovers() -> None:
                 engine.api.remove_container(cid, force=True)
 
 
-def test_gc_removes_the_archives_of_killed_runners_only() -> None:
+def test_gc_removes_the_temporary_files_of_killed_runners_only() -> None:
     mine = Archive.from_bytes(b"in use")
     # a runner that made an archive and was SIGKILLed before it could remove it
     child = subprocess.run(
-        [sys.executable, "-c", "import os; from agentenv.archive import Archive\n"
-         "a = Archive.from_bytes(b'left'); print(a.path, flush=True); os._exit(0)"],
+        [sys.executable, "-c", "import os; from agentenv import scratch\n"
+         "from agentenv.archive import Archive\n"
+         "a = Archive.from_bytes(b'left'); print(a.path, flush=True)\n"
+         "t = scratch.folder('branch'); open(t.name + '/f', 'w').write('x')\n"
+         "print(t.name, flush=True)\n"
+         "os._exit(0)"],
         capture_output=True, text=True, check=True,
     )  # fmt: skip
-    left = Path(child.stdout.strip())
+    left, folder = (Path(line) for line in child.stdout.split())
     assert left.exists() and left.parent == Path(tempfile.gettempdir())
-    assert left in collect_leftovers(dry_run=True) and left.exists()
-    gone = collect_leftovers()
-    assert left in gone and not left.exists()
+    assert folder.is_dir() and folder.name.startswith("agentenv-branch-")
+    assert {left, folder} <= set(collect_leftovers(dry_run=True)) and left.exists()
+    with scratch.folder("branch") as live:  # this process's: alive
+        gone = collect_leftovers()
+        assert Path(live).is_dir()
+    assert left in gone and not left.exists() and folder in gone and not folder.exists()
     assert mine.path.exists() and mine.path not in gone  # this process is alive
     # a copy sent to another process carries the contents, not a path that may vanish
     copy = pickle.loads(pickle.dumps(mine))

@@ -4,8 +4,6 @@ modules beside it, that speaks the Docker API or sees ``docker.errors``."""
 
 from __future__ import annotations
 
-import contextlib
-
 import docker.errors
 
 from agentenv.sandbox import labels as L
@@ -13,6 +11,7 @@ from agentenv.sandbox.backend import Leftover, check_options, fork_by_creating
 from agentenv.sandbox.container import seen_status, thaw_before_removal
 from agentenv.sandbox.docker.engine import Engine, connect, get_engine
 from agentenv.sandbox.docker.sandbox import DockerSandbox
+from agentenv.sandbox.errors import SandboxError
 from agentenv.sandbox.gc import leftover
 from agentenv.sandbox.protocol import Sandbox, Snapshot
 from agentenv.sandbox.spec import SandboxSpec
@@ -47,10 +46,15 @@ class DockerBackend:
         return await fork_by_creating(self, snapshot, n)
 
     async def remove_snapshot(self, snapshot: Snapshot) -> None:
-        """Delete the snapshot's image."""
+        """Delete the snapshot's image; :class:`SandboxError` when the engine refuses (a
+        container still uses it)."""
         engine = await self._get_engine()
-        with contextlib.suppress(docker.errors.ImageNotFound):
+        try:
             await engine.run(engine.api.remove_image, snapshot.ref, force=True)
+        except docker.errors.ImageNotFound:
+            pass
+        except docker.errors.APIError as e:
+            raise SandboxError(f"snapshot {snapshot.ref}: {e.explanation or e}") from e
 
     def leftovers(self) -> list[Leftover]:
         """Our containers, snapshot images and orphaned workdir volumes. Blocking."""

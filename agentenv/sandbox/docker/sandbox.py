@@ -196,15 +196,18 @@ class DockerSandbox:
         self.exec_mode = "fast"
 
     async def _new_channel(self) -> ExecutorChannel:
-        exec_id = await self._engine.run(
-            self._engine.api.exec_create,
-            self.id,
-            EXECUTOR_ARGV,
-            stdin=True,
-            user=self.spec.user or "",
-            workdir=self.spec.workdir,
-        )
-        sock = await self._engine.run(self._engine.api.exec_start, exec_id, socket=True)
+        try:
+            exec_id = await self._engine.run(
+                self._engine.api.exec_create,
+                self.id,
+                EXECUTOR_ARGV,
+                stdin=True,
+                user=self.spec.user or "",
+                workdir=self.spec.workdir,
+            )
+            sock = await self._engine.run(self._engine.api.exec_start, exec_id, socket=True)
+        except docker.errors.APIError as e:  # 409 "is not running": it stopped under us
+            raise await self._unavailable(e) from e
         return await ExecutorChannel.open(DockerStream(sock))
 
     def detach(self) -> None:
