@@ -197,7 +197,7 @@ def thaw_before_removal(sandbox_id: str) -> None:
         pass  # gone meanwhile, or not ours to write: the engine's kill still runs
 
 
-FREEZE_ATTEMPTS = 6
+FREEZE_ATTEMPTS = 12  # runc's freezer gives up while processes fork: ~3 s of tries
 
 
 async def set_frozen(
@@ -221,11 +221,13 @@ async def set_frozen(
                 raise
             state = await inspect()
             alive = state is not None and (state.get("Running") or state.get("Paused"))
+            log.info("sandbox.freeze_conflict", want=want, attempt=attempt, error=str(e)[-300:],
+                     paused=bool(state and state.get("Paused")))  # fmt: skip
             if alive and bool(state.get("Paused")) == want:  # type: ignore[union-attr]
                 return
             if state is None or not alive or attempt + 1 == FREEZE_ATTEMPTS:
                 raise
-            await anyio.sleep(0.01 * 2**attempt)
+            await anyio.sleep(min(0.01 * 2**attempt, 0.5))
 
 
 async def explain_failure(

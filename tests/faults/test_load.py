@@ -56,7 +56,8 @@ def test_300_episodes_at_once_against_a_slow_model(engine: PrivateEngine, tmp_pa
             done.set()
             watcher.join()
     assert code == 0, job.outputs[-1][1][-3000:]
-    row = settle("300 episodes at once, 3 s to first token", job, TASKS, SAMPLES, b"")
+    figures = f"runner RSS peak {peak[0] >> 20} MiB, engine answered within {slowest[0]:.2f} s"
+    row = settle(f"300 episodes at once, 3 s to first token ({figures})", job, TASKS, SAMPLES, b"")
     assert row.retried == 0, "nothing should have failed under load alone"
     assert peak[0] < RUNNER_MIB << 20, f"runner RSS peaked at {peak[0] >> 20} MiB"
     assert slowest[0] < ENGINE_S, f"the engine took {slowest[0]:.1f} s to answer"
