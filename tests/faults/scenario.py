@@ -198,11 +198,18 @@ def started(server: K3Server) -> int:
 
 
 def settle(
-    scenario: str, job: Job, n_tasks: int, samples: int, before: bytes, rerun: int = 0
+    scenario: str,
+    job: Job,
+    n_tasks: int,
+    samples: int,
+    before: bytes,
+    rerun: int = 0,
+    failing: frozenset[str] = frozenset(),
 ) -> Row:
     """After the fault (and any resume): assert what every scenario must hold, collect
     with gc, and record the row. ``rerun``: episodes cut off without a line (a killed
-    runner's), which the resume ran again."""
+    runner's), which the resume ran again; ``failing``: tasks whose agent is the fault
+    (graded, as failed)."""
     lines = job.lines()
     journal = job.journal()
     assert journal.startswith(before), "a line written before the fault was rewritten"
@@ -249,7 +256,7 @@ def settle(
     assert not leaked, f"left after gc: {leaked}"
     for line in lines:
         if line["outcome"] == "graded":
-            assert line["passed"], line  # the model solves every task
+            assert line["passed"] != (line["task_id"] in failing), line
         else:
             assert POLICY[line["outcome"]].retry, line  # only errors a resume retries
     return row

@@ -76,3 +76,32 @@ def test_engine_killed_under_a_forked_group(engine: PrivateEngine, tmp_path: Pat
         )
     )  # fmt: skip
     assert not leaked, leaked
+
+
+def test_the_pipeline_killed_under_a_forked_group(engine: PrivateEngine, tmp_path: Path) -> None:
+    # a trainer's process OOM-killed mid-group: its forks, their checkers and the group's
+    # snapshot are all left; gc removes every one, and the group run again is whole
+    task = make_tasks(tmp_path / "tasks", 1) / "greet-0"
+    with K3Server(three_turns, ttft_s=TTFT_S) as server:
+        group = _group(engine, task, server.base_url)
+        wait_until(lambda: len(server.requests) >= N + 2, what="the forks at work")
+        group.send_signal(signal.SIGKILL)
+        group.wait()
+        left = engine.ours()
+        assert any("snapshot" in item for item in left), left  # the kill left the group's
+        collected = gc(engine)
+        assert collected.returncode == 0, collected.stderr
+        leaked = engine.ours()
+        again = _group(engine, task, server.base_url)
+        stdout, stderr = again.communicate(timeout=300)
+    assert again.returncode == 0, stderr[-2000:]
+    second = json.loads(stdout.splitlines()[-1])
+    assert len(second) == N and all(r["reward"] == 1.0 for r in second)
+    ROWS.append(
+        Row(
+            scenario="RL pipeline SIGKILLed under a forked group, then gc",
+            episodes=N, affected=N, retried=N, lost=0, duplicated=0, leaked=len(leaked),
+            exit="-9 → 0",
+        )
+    )  # fmt: skip
+    assert not leaked, leaked
