@@ -189,4 +189,10 @@ class ConfigMismatch(JobError):
 
 
 class JobStopped(JobError):
-    """The job stopped early: an outcome whose policy is to stop everything (a refused key)."""
+    """The job stopped early: an outcome whose policy is to stop everything (a refused key),
+    or the sandbox engine in trouble past the job's patience (``resumable``: running the
+    same job again later goes on where it stopped, with nothing to fix first)."""
+
+    def __init__(self, message: str, *, resumable: bool = False):
+        super().__init__(message)
+        self.resumable = resumable

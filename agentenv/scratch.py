@@ -5,7 +5,7 @@ behind can be told from what a live one is using, and is removed by the next job
 
 from __future__ import annotations
 
-import contextlib
+import os
 import re
 import shutil
 import tempfile
@@ -30,22 +30,34 @@ def folder(kind: str) -> tempfile.TemporaryDirectory[str]:
 
 
 def collect_leftovers(*, dry_run: bool = False) -> list[Path]:
-    """Remove the temporary files and folders that processes killed on this host left
-    behind (their owner is gone); returns them."""
+    """Remove the temporary files and folders that processes of this user killed on this
+    host left behind (their owner is gone); returns those removed. Another user's are not
+    this process's to judge (its /proc may hide their processes): left alone."""
     host = owner().rsplit(":", 2)[0]
+    me = os.getuid()
     found = []
     for path in sorted(Path(tempfile.gettempdir()).glob("agentenv-*")):
         match = _NAME.match(path.name)
-        if match is None or owner_alive(f"{host}:{match[2]}:{match[3]}"):
+        if match is None:
             continue
+        try:
+            if me != 0 and path.lstat().st_uid != me:
+                continue
+        except OSError:
+            continue
+        if owner_alive(f"{host}:{match[2]}:{match[3]}"):
+            continue
+        if not dry_run:
+            try:
+                if path.is_dir() and not path.is_symlink():
+                    shutil.rmtree(path)
+                else:
+                    path.unlink()
+            except FileNotFoundError:
+                pass
+            except OSError:  # not ours to remove after all: say nothing of it
+                continue
         found.append(path)
-        if dry_run:
-            continue
-        if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path, ignore_errors=True)
-        else:
-            with contextlib.suppress(FileNotFoundError):
-                path.unlink()
     return found
 
 

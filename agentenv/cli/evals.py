@@ -229,7 +229,7 @@ def eval_(
         return rows
 
     lines_before = load_results(folder) if (folder / "results.jsonl").exists() else {}
-    done_before = len(settled(lines_before))
+    done_before = len(settled(folder)) if lines_before else 0
     if lines_before:
         again = len(lines_before) - done_before
         retried = f", {again} infrastructure errors to run again" if again else ""
@@ -248,10 +248,12 @@ def eval_(
     except JobStopped as e:
         err.print(
             f"[bold red]stopped:[/] {escape(str(e))}. Finished episodes are in "
-            f"{escape(str(folder))}/results.jsonl; run the same command again to resume.",
+            f"{escape(str(folder))}/results.jsonl; "
+            + ("run the same command again to resume." if e.resumable
+               else "fix that, then run the same command again to go on."),
             highlight=False,
-        )
-        raise typer.Exit(4) from None
+        )  # fmt: skip
+        raise typer.Exit(4 if e.resumable else 1) from None
     except (ConfigMismatch, KeyError, ValueError, NoRoute) as e:
         raise _fail(str(e).strip("'\"")) from e
     except SandboxError as e:

@@ -188,19 +188,29 @@ class OpenAIChatModel:
         :class:`ContextOverflow`, other refusals :class:`BadRequest` or :class:`AuthError` at
         once. Only :class:`ModelError` kinds come out, never the SDK's."""
         failures = 0  # those that are not rate limits
+        waited = 0.0  # on rate limits: the budget is time waited, not time streaming
+        planned: list[float] = []  # a rate limit's wait, decided (and counted) by stop()
 
         def stop(state: RetryCallState) -> bool:
-            nonlocal failures
+            nonlocal failures, waited
             error = state.outcome.exception() if state.outcome else None
             if isinstance(error, RateLimited):
-                return (state.seconds_since_start or 0.0) >= self.rate_limit_wait_s
+                wait = self._wait(state)
+                if waited + wait > self.rate_limit_wait_s:  # told to wait past the budget
+                    return True
+                waited += wait
+                planned.append(wait)
+                return False
             failures += 1
             return failures >= self.max_attempts
+
+        def wait(state: RetryCallState) -> float:
+            return planned.pop() if planned else self._wait(state)
 
         attempts = AsyncRetrying(
             retry=retry_if_exception_type(EndpointUnavailable),  # rate limits, cut streams too
             stop=stop,
-            wait=self._wait,
+            wait=wait,
             before_sleep=_log_retry,
             reraise=True,
         )
@@ -234,9 +244,11 @@ class OpenAIChatModel:
         jitter = random.uniform(0, self._backoff_initial_s)
         error = state.outcome.exception() if state.outcome else None
         hint = getattr(error, "retry_after_s", None)
-        if isinstance(error, RateLimited) and hint is not None:
-            return float(hint) + jitter
         exponent = min(state.attempt_number - 1, 30)
+        if isinstance(error, RateLimited) and hint is not None:
+            # "Retry-After: 0" must not become a request a second: at least a short backoff
+            floor = min(self._backoff_initial_s * 2.0**exponent, 10.0)
+            return max(float(hint), floor) + jitter
         backoff = min(self._backoff_max_s, self._backoff_initial_s * 2.0**exponent) + jitter
         return max(backoff, hint) if hint is not None else backoff
 

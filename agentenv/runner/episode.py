@@ -333,16 +333,21 @@ async def prepare(
     return Prepared(task=task, image=image, backend=backend, workspace=archive, snapshot=snapshot)
 
 
+async def _remove_snapshot(snapshot: Snapshot) -> None:
+    """Remove a snapshot, or leave it to `agentenv gc` (labelled) when it cannot go now."""
+    try:
+        await remove_snapshot(snapshot)
+    except SandboxError as e:
+        log.warning("episode.snapshot_left", ref=snapshot.ref, error=str(e))
+
+
 async def release(prepared: Prepared) -> None:
     """Remove the prepared state's snapshot, if it has one (once no sandbox uses it). One
     that cannot go now (the engine restarting, a sandbox of it not yet removed) is left for
     `agentenv gc`, which knows it by its labels: it must not fail what used it."""
     if prepared.snapshot is not None:
         with anyio.CancelScope(shield=True):
-            try:
-                await remove_snapshot(prepared.snapshot)
-            except SandboxError as e:
-                log.warning("episode.snapshot_left", ref=prepared.snapshot.ref, error=str(e))
+            await _remove_snapshot(prepared.snapshot)
 
 
 async def start_sandbox(prepared: Prepared, *, outlive_owner: bool = False) -> Sandbox:
@@ -586,7 +591,7 @@ async def run_task(
             finally:
                 with timer("teardown"):
                     if final.snapshot is not None:
-                        await remove_snapshot(final.snapshot)
+                        await _remove_snapshot(final.snapshot)
             closing = time.monotonic()  # the checker made ahead and not taken goes now
         timer.add("teardown", time.monotonic() - closing)
         return traj, final

@@ -17,6 +17,7 @@ import hashlib
 import os
 import time
 import uuid
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -30,9 +31,11 @@ from agentenv.errors import JobStopped
 from agentenv.log import get_logger
 from agentenv.runner.budget import Budget
 from agentenv.runner.episode import Final, regrade_final
+from agentenv.runner.journal import read_lines
 from agentenv.runner.outcomes import POLICY
 from agentenv.runner.policy import Policies
 from agentenv.runner.results import (
+    RESULTS,
     EpisodeResult,
     JobConfig,
     append_result,
@@ -144,7 +147,7 @@ async def run_eval(
     # a missing key fails here, before anything runs
     policies = Policies(settings.model, reasoning_effort=settings.reasoning_effort)
     check_config(out, config)
-    done = settled(load_results(out, repair=True))
+    done = settled(out, repair=True)
     todo = [(t, s) for t in tasks for s in range(samples) if (t.id, s) not in done]
     progress = Progress(
         total=len(tasks) * samples,
@@ -231,11 +234,23 @@ async def run_eval(
     return write_summary(out, list(done.values()), samples, config.tags, stopped=stopped)
 
 
-def settled(results: dict[tuple[str, int], EpisodeResult]) -> dict[tuple[str, int], EpisodeResult]:
-    """The results a resume keeps: all but the infrastructure errors the outcome table
-    retries (a lost sandbox, an endpoint down), which it runs again. Their lines stay in
-    the journal; the new line is the one that counts."""
-    return {key: r for key, r in results.items() if not POLICY[r.outcome].retry}
+MAX_RERUNS = 3  # runs of one episode ending in an infrastructure error before it is left as it is
+
+
+def settled(out: Path, *, repair: bool = False) -> dict[tuple[str, int], EpisodeResult]:
+    """The results of the job in ``out`` that a resume keeps: all but the infrastructure
+    errors the outcome table retries (a lost sandbox, an endpoint down), which it runs again,
+    unless that episode has ended so :data:`MAX_RERUNS` times already (then the error is
+    deterministic, and running it again would only pay for the model again). The old lines
+    stay in the journal; the new one counts. ``repair``: see ``load_results``."""
+    lines = read_lines(out / RESULTS, EpisodeResult, repair=repair)
+    errors = Counter((r.task_id, r.sample) for r in lines if POLICY[r.outcome].retry)
+    last = {(r.task_id, r.sample): r for r in lines}
+    return {
+        key: r
+        for key, r in last.items()
+        if not POLICY[r.outcome].retry or errors[key] >= MAX_RERUNS
+    }
 
 
 def write_summary(

@@ -21,6 +21,7 @@ import ray
 
 from agentenv import scratch
 from agentenv.agent.loop import Trajectory
+from agentenv.errors import JobStopped
 from agentenv.runner.policy import Policies
 from agentenv.runner.results import EpisodeResult
 from agentenv.runner.retries import EpisodeSettings
@@ -90,6 +91,8 @@ def runner(*, address: str | None, out: Path | None = None) -> Any:
                 str(out) if out else None,
             )
         except ray.exceptions.RayError as e:  # the node or its worker died
+            if isinstance(e, JobStopped) or isinstance(getattr(e, "cause", None), JobStopped):
+                raise  # the episode stopped the job (its node's engine gone, a refused key)
             return EpisodeResult(
                 task_id=task.id, sample=sample, outcome="sandbox_lost", error=f"ray: {e}"
             ), None

@@ -45,6 +45,12 @@ class EpisodeSettings(BaseModel):
     )
 
 
+MAX_OUTAGES = 8  # host troubles one episode waits out; past this they are its attempts
+# where an engine keeps its own data: "no space left" there is the host's disk, not a
+# sandbox's bounded workdir (a full workdir is the agent's doing)
+_ENGINE_DATA = ("overlay", "/containers/", "/volumes/", "/image/", "/snapshots/", "/tmp/docker")
+
+
 def _answers(backend: str) -> bool:
     """Whether the sandbox engine answers now (listing our objects: every backend can)."""
     try:
@@ -59,9 +65,10 @@ def _answers(backend: str) -> bool:
 async def _host_trouble(error: Exception, backend: str) -> str | None:
     """What is wrong with the host rather than the episode, if anything: the sandbox
     engine's disk full, or the engine not answering."""
-    if "no space left on device" in str(error).lower():
+    text = str(error).lower()
+    if "no space left on device" in text and any(m in text for m in _ENGINE_DATA):
         return "its disk is full"
-    if not await anyio.to_thread.run_sync(_answers, backend):
+    if not await anyio.to_thread.run_sync(_answers, backend, abandon_on_cancel=True):
         return "it does not answer"
     return None
 
@@ -77,7 +84,7 @@ async def _wait_out(trouble: str, backend: str, budget_s: float, pause_s: float)
         return True
     deadline = time.monotonic() + budget_s
     delay = 0.5
-    while not await anyio.to_thread.run_sync(_answers, backend):
+    while not await anyio.to_thread.run_sync(_answers, backend, abandon_on_cancel=True):
         if time.monotonic() + delay > deadline:
             return False
         await anyio.sleep(delay)
@@ -154,7 +161,8 @@ async def run_episode_with_retries(
     while attempt < attempts:
         attempt += 1
         attempt_started = time.monotonic()
-        phases = {"retries": attempt_started - started} if attempt_started > started else {}
+        again = attempt > 1 or outages > 0
+        phases = {"retries": attempt_started - started} if again else {}
         try:
             model = policies.for_task(task)
             traj, final = await run_task(task, model, phases=phases, backend=settings.backend)
@@ -177,7 +185,7 @@ async def run_episode_with_retries(
             # and every episode would fail alike; waited out, the attempt does not count,
             # and if it lasts past engine_wait_s the job stops (a resume finishes it)
             trouble = None
-            if outcome in ("sandbox_lost", "task_error"):
+            if outcome in ("sandbox_lost", "task_error") and outages < MAX_OUTAGES:
                 trouble = await _host_trouble(e, settings.backend)
             if trouble is not None:
                 outages += 1
@@ -185,9 +193,11 @@ async def run_episode_with_retries(
                 waited = time.monotonic()
                 budget = settings.engine_wait_s - outage_s
                 if not await _wait_out(trouble, settings.backend, budget, min(2.0**outages, 10)):
+                    waited = outage_s + time.monotonic() - waited
                     raise JobStopped(
-                        f"the {settings.backend} engine: {trouble} "
-                        f"(waited {settings.engine_wait_s:g} s; {type(e).__name__}: {e})"
+                        f"the {settings.backend} engine: {trouble} (waited {waited:.0f} s of "
+                        f"--engine-wait {settings.engine_wait_s:g}; {type(e).__name__}: {e})",
+                        resumable=True,
                     ) from e
                 outage_s += time.monotonic() - waited
                 attempt -= 1

@@ -106,6 +106,16 @@ async def test_a_storm_of_rate_limits_is_waited_out_not_counted(transport: str) 
     ):
         await _complete(server, transport, max_attempts=3, rate_limit_wait_s=0.05)
     assert len(server.requests) < 16
+    # told to wait longer than the client may: it says so at once, without sleeping
+    with (
+        serving(
+            K3Server(ANSWER, faults=[Fault(kind="429", retry_after_s=3600)]), transport
+        ) as server,
+        pytest.raises(RateLimited),
+    ):
+        started = time.monotonic()
+        await _complete(server, transport, rate_limit_wait_s=5)
+    assert time.monotonic() - started < 5
 
 
 @pytest.mark.parametrize(

@@ -20,7 +20,14 @@ from typing import Any
 
 import pytest
 
-from agentenv.runner.eval import EpisodeSettings, job_id, regrade, run_eval
+from agentenv.runner.eval import (
+    MAX_RERUNS,
+    EpisodeSettings,
+    job_id,
+    regrade,
+    run_eval,
+    settled,
+)
 from agentenv.runner.results import ConfigMismatch, EpisodeResult, load_results
 from agentenv.runner.summary import pass_at_k, summarize
 from agentenv.sandbox.docker import connect
@@ -66,6 +73,20 @@ def solving_script(body: dict[str, Any]) -> ScriptedTurn:
             ScriptedToolCall(name="submit", arguments="{}"),
         ],
     )
+
+
+def test_a_resume_runs_infrastructure_errors_again_but_not_for_ever(tmp_path: Path) -> None:
+    def line(task: str, outcome: str) -> EpisodeResult:
+        return EpisodeResult(task_id=task, sample=0, outcome=outcome)  # type: ignore[arg-type]
+
+    journal = [line("lost-thrice", "sandbox_lost")] * MAX_RERUNS + [
+        line("lost-once", "sandbox_lost"), line("down-then-graded", "endpoint_down"),
+        line("down-then-graded", "graded"), line("broken", "verifier_error"),
+    ]  # fmt: skip
+    (tmp_path / "results.jsonl").write_text("".join(r.model_dump_json() + "\n" for r in journal))
+    kept = settled(tmp_path)
+    assert sorted(task for task, _ in kept) == ["broken", "down-then-graded", "lost-thrice"]
+    assert kept[("down-then-graded", 0)].outcome == "graded"
 
 
 def test_pass_at_k() -> None:

@@ -5,13 +5,14 @@ modules beside it, that speaks the Docker API or sees ``docker.errors``."""
 from __future__ import annotations
 
 import docker.errors
+import requests
 
 from agentenv.sandbox import labels as L
 from agentenv.sandbox.backend import Leftover, check_options, fork_by_creating
 from agentenv.sandbox.container import seen_status, thaw_before_removal
 from agentenv.sandbox.docker.engine import Engine, connect, get_engine
 from agentenv.sandbox.docker.sandbox import DockerSandbox
-from agentenv.sandbox.errors import SandboxError
+from agentenv.sandbox.errors import EngineUnavailable, SandboxError
 from agentenv.sandbox.gc import leftover
 from agentenv.sandbox.protocol import Sandbox, Snapshot
 from agentenv.sandbox.spec import SandboxSpec
@@ -57,7 +58,17 @@ class DockerBackend:
             raise SandboxError(f"snapshot {snapshot.ref}: {e.explanation or e}") from e
 
     def leftovers(self) -> list[Leftover]:
-        """Our containers, snapshot images and orphaned workdir volumes. Blocking."""
+        """Our containers, snapshot images and orphaned workdir volumes. Blocking. Raises
+        :class:`EngineUnavailable` when the engine stops answering midway, and
+        :class:`SandboxError` when it refuses to list."""
+        try:
+            return self._leftovers()
+        except requests.exceptions.RequestException as e:
+            raise EngineUnavailable(f"lost the Docker engine while listing: {e}") from e
+        except docker.errors.DockerException as e:
+            raise SandboxError(f"the Docker engine would not list our objects: {e}") from e
+
+    def _leftovers(self) -> list[Leftover]:
         api = (self._engine or connect()).api
         rows = []
         for c in api.containers(all=True, filters={"label": L.OWNER}):
