@@ -183,7 +183,7 @@ FALLBACK = """
             state = (await engine.run(engine.api.inspect_container, box.id))["State"]
             paused_cpu = await cpu(box, 0.5)
             await box.resume()
-            resumed_cpu = await cpu(box, 0.3)
+            resumed_cpu = await cpu(box, 0.5)
             print(json.dumps({"engine_paused": state["Paused"], "paused_cpu": paused_cpu,
                               "resumed_cpu": resumed_cpu, "said": said}))
 
@@ -202,7 +202,8 @@ def test_a_cgroup_this_host_cannot_write_falls_back_to_the_engine_with_a_log_lin
     assert done.returncode == 0, done.stderr
     seen = json.loads(done.stdout.strip().splitlines()[-1])
     assert seen["engine_paused"] is True  # the engine froze it
-    assert seen["paused_cpu"] == 0 and seen["resumed_cpu"] > 100_000_000
+    # frozen: not a nanosecond; thawed: it runs (a share of a CPU, on a host CI keeps busy)
+    assert seen["paused_cpu"] == 0 and seen["resumed_cpu"] > 20_000_000
     (line,) = [fields for message, fields in seen["said"] if message == "sandbox.freeze_by_engine"]
     assert "no cgroup freezer" in line["reason"]
 
