@@ -161,20 +161,26 @@ class DockerSandbox:
         try:
             await self._executors.prime()
         except ExecutorGone as e:
+            state = await self._state()
+            if state is None or not (state.get("Running") or state.get("Paused")):
+                raise await self._unavailable(e) from e  # it stopped under us: not the user
             if self.spec.user:  # the executor may not have started because the user is bad
-                probe = await docker_exec.run(
-                    self._engine,
-                    self.id,
-                    ["/bin/sh", "-c", "exit 0"],
-                    user=self.spec.user,
-                    workdir=self.spec.workdir,
-                    timeout=30,
-                    cwd=None,
-                    env=None,
-                    stdin=None,
-                    max_output=4096,
-                    on_output=None,
-                )
+                try:
+                    probe = await docker_exec.run(
+                        self._engine,
+                        self.id,
+                        ["/bin/sh", "-c", "exit 0"],
+                        user=self.spec.user,
+                        workdir=self.spec.workdir,
+                        timeout=30,
+                        cwd=None,
+                        env=None,
+                        stdin=None,
+                        max_output=4096,
+                        on_output=None,
+                    )
+                except docker.errors.APIError as gone:  # 409 "is not running", say
+                    raise await self._unavailable(gone) from gone
                 if not probe.ok:
                     # Docker often drops its own message ("unable to find user …") from the
                     # stream under load; the failed exit is what it reliably gives.
