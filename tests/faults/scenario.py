@@ -182,9 +182,12 @@ def thinking(engine: PrivateEngine, server: K3Server, n: int = 2) -> None:
 
 
 def gc(engine: PrivateEngine) -> subprocess.CompletedProcess[str]:
-    """`agentenv gc` against ``engine`` (what is ours and whose process is gone)."""
+    """`agentenv gc` against ``engine`` (what is ours and whose process is gone). Only on
+    Docker: without ``--backend``, gc also collects on Podman, where CI runs other tests at
+    the same time (it removed one's sandbox, left ownerless on purpose, under it)."""
     return subprocess.run(
-        [sys.executable, "-m", "agentenv", "gc"], env=engine.env, capture_output=True,
+        [sys.executable, "-m", "agentenv", "gc", "--backend", "docker"], env=engine.env,
+        capture_output=True,
         text=True, timeout=300,
     )  # fmt: skip
 
