@@ -70,7 +70,9 @@ class SandboxBackend(Protocol):
         ...
 
     async def attach(self, sandbox_id: str, spec: SandboxSpec) -> Sandbox:
-        """Take over a sandbox this or another process made (running or paused). Raises
+        """Take over a sandbox this or another process made (running or paused). Its labels
+        cannot change: if its owner is gone, ``agentenv gc`` may still remove it under the
+        new holder; a sandbox meant to be taken over is made with ``outlive_owner``. Raises
         :class:`~agentenv.sandbox.errors.SandboxUnavailable` (gone or stopped),
         :class:`SandboxError` (not one of ours)."""
         ...
