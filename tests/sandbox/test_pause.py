@@ -89,6 +89,26 @@ async def test_an_engine_answer_its_own_state_contradicts_does_not_fail_the_sand
         assert (await box.exec("echo alive")).stdout == "alive\n"
 
 
+def test_a_stale_engine_answer_from_containerd_is_a_conflict_to_reconcile() -> None:
+    # Docker 20.10 under load (CI, beside the fault suite): dockerd still thought the container
+    # paused after an unpause behind the sandbox's back, and its containerd shim refused with
+    # a 500 the sandbox raised instead of looking at the container's real state
+    import docker
+
+    from agentenv.sandbox.docker.sandbox import freeze_conflict
+
+    seen = (
+        "Cannot unpause container 8ea8eb8b393f: cannot resume a running process: unknown",
+        "Cannot pause container 8ea8eb8b393f: cannot pause a paused container: unknown",
+        "Container 8ea8eb8b393f is not paused",
+        "Cannot pause container 8ea8eb8b393f: OCI runtime pause failed: unable to freeze: unknown",
+    )
+    for text in seen:
+        assert freeze_conflict(docker.errors.APIError(text)), text
+    assert not freeze_conflict(docker.errors.APIError("No such container: 8ea8eb8b393f"))
+    assert not freeze_conflict(RuntimeError("cannot resume a running process"))
+
+
 async def test_pausing_closes_the_executors_a_burst_opened(busy: Sandbox) -> None:
     # each holds ~5 MiB, for as long as the sandbox stays paused
     count = "grep -l 'agentenv-execut[o]r' /proc/[0-9]*/cmdline 2>/dev/null | wc -l"

@@ -63,7 +63,24 @@ from agentenv.sandbox.protocol import DEFAULT_MAX_OUTPUT, ExecResult, OutputCall
 from agentenv.sandbox.spec import SandboxSpec
 
 log = get_logger(__name__)
-_FREEZE_CONFLICTS = ("unable to freeze", "already paused", "not paused")
+# what an engine answers when its view of paused/running lags the container's: dockerd's 409
+# "already paused", 20.10's 500 "is not paused", containerd's shim behind a stale dockerd, and
+# runc's cgroup-v1 freezer giving up while processes start
+_FREEZE_CONFLICTS = (
+    "unable to freeze",
+    "already paused",
+    "not paused",
+    "cannot resume a running process",
+    "cannot pause a paused container",
+)
+
+
+def freeze_conflict(error: Exception) -> bool:
+    """Whether ``error`` from a pause/unpause is one the container's real state may
+    contradict (then :func:`~agentenv.sandbox.container.set_frozen` looks at it)."""
+    return isinstance(error, docker.errors.APIError) and (
+        error.status_code == 409 or any(w in str(error) for w in _FREEZE_CONFLICTS)
+    )
 
 
 @functools.cache
@@ -606,11 +623,7 @@ class DockerSandbox:
                 want,
                 lambda: self._engine.run(call, self.id),
                 self._state,
-                # 409 "already paused"; 20.10 says "is not paused" with a 500
-                lambda e: (
-                    isinstance(e, docker.errors.APIError)
-                    and (e.status_code == 409 or any(w in str(e) for w in _FREEZE_CONFLICTS))
-                ),
+                freeze_conflict,
             )
         except docker.errors.APIError as e:
             raise await self._unavailable(e) from e
