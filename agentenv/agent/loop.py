@@ -86,11 +86,8 @@ async def take_turn(
             await sandbox.resume()
     model_s = time.monotonic() - t0
     traj.messages.append(done.history_message())  # in the model's own form
-    traj.prompt_tokens += done.usage.prompt_tokens
-    traj.cached_tokens += done.usage.cached_tokens
-    traj.completion_tokens += done.usage.completion_tokens
+    traj.count(done)
     traj.reasoning_tokens += done.usage.reasoning_tokens
-    traj.cost_usd += done.cost_usd
     traj.retries += done.retries
     traj.queued_s += done.queued_s
     t1 = time.monotonic()

@@ -61,6 +61,13 @@ class Spend(BaseModel):
         """The spend fields of ``source`` (a trajectory, say), to copy onto a result."""
         return {name: getattr(source, name) for name in Spend.model_fields}
 
+    def count(self, done: Completion) -> None:
+        """Add one completion's tokens and dollars."""
+        self.prompt_tokens += done.usage.prompt_tokens
+        self.cached_tokens += done.usage.cached_tokens
+        self.completion_tokens += done.usage.completion_tokens
+        self.cost_usd += done.cost_usd
+
 
 class Trajectory(Spend):
     """An episode as RL code and reports consume it; round-trips through JSON.

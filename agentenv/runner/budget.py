@@ -4,14 +4,21 @@ by what they spend. The cap is on the whole job, earlier runs included: a job st
 its budget resumes with a higher cap and runs only what is left.
 
 A job makes one :class:`Budget` with what its folder already spent, asks :meth:`Budget.admit`
-right before starting each item, and calls :meth:`Budget.spend` as each one finishes.
+right before starting each item, and calls :meth:`Budget.spend` as each one finishes. What
+an item spent is counted by :class:`Metered` as the model answers, so an attempt that fails
+after paying for turns (its sandbox lost, say) still counts.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import anyio
+
+from agentenv.agent.trajectory import Spend
+from agentenv.model.types import ChatModel, Completion, StreamEvent
 
 
 class Budget:
@@ -57,4 +64,25 @@ class Budget:
         return line
 
 
-__all__ = ["Budget"]
+class Metered:
+    """``model``, with the tokens and dollars of each completion added to ``into`` as it
+    arrives: what an item paid for, whatever becomes of its trajectory."""
+
+    def __init__(self, model: ChatModel, into: Spend):
+        self.model = model
+        self.into = into
+
+    async def complete(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None = None,
+        *,
+        on_event: Callable[[StreamEvent], Awaitable[None] | None] | None = None,
+    ) -> Completion:
+        """One assistant turn of ``model``, counted."""
+        done = await self.model.complete(messages, tools, on_event=on_event)
+        self.into.count(done)
+        return done
+
+
+__all__ = ["Budget", "Metered"]

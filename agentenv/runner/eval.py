@@ -26,6 +26,7 @@ from pydantic import BaseModel
 
 from agentenv import scratch
 from agentenv.agent.loop import Trajectory
+from agentenv.agent.trajectory import Spend
 from agentenv.archive import Archive
 from agentenv.errors import JobStopped
 from agentenv.log import get_logger
@@ -147,14 +148,15 @@ async def run_eval(
     # a missing key fails here, before anything runs
     policies = Policies(settings.model, reasoning_effort=settings.reasoning_effort)
     check_config(out, config)
-    done = settled(out, repair=True)
+    done, rerun = _resume_state(read_lines(out / RESULTS, EpisodeResult, repair=True))
     todo = [(t, s) for t in tasks for s in range(samples) if (t.id, s) not in done]
     progress = Progress(
         total=len(tasks) * samples,
         done=len(done),
         passed=sum(r.passed for r in done.values()),
         errors=sum(not POLICY[r.outcome].graded for r in done.values()),
-        cost_usd=sum(r.cost_usd for r in done.values()),
+        # every dollar of earlier runs, the ones of episodes to run again included
+        cost_usd=sum(r.cost_usd for r in [*done.values(), *rerun.values()]),
     )
     budget = Budget(max_cost_usd, spent_usd=progress.cost_usd)
     # the process's run id (its sandboxes' label) and this call: one process may run a job
@@ -195,16 +197,19 @@ async def run_eval(
             result = result.model_copy(
                 update={"run": this_run, "started_at": started_at, "finished_at": time.time()}
             )
+            earlier = rerun.get((task.id, sample))
+            new_usd = result.cost_usd  # what this run spent (earlier runs are counted)
+            result = _with_earlier_spend(result, earlier)
             if traj is not None and result.trajectory is not None:
                 # the trajectory first: a result line always has its file
                 write_atomic(out / result.trajectory, traj.model_dump_json(indent=1).encode())
             append_result(out, result)
             done[(task.id, sample)] = result
-            budget.spend(result.cost_usd)
+            budget.spend(new_usd)
             progress.done += 1
             progress.passed += result.passed
             progress.errors += not POLICY[result.outcome].graded
-            progress.cost_usd += result.cost_usd
+            progress.cost_usd += new_usd
             report()
 
     stopped_by: list[JobStopped] = []
@@ -243,14 +248,31 @@ def settled(out: Path, *, repair: bool = False) -> dict[tuple[str, int], Episode
     unless that episode has ended so :data:`MAX_RERUNS` times already (then the error is
     deterministic, and running it again would only pay for the model again). The old lines
     stay in the journal; the new one counts. ``repair``: see ``load_results``."""
-    lines = read_lines(out / RESULTS, EpisodeResult, repair=repair)
+    return _resume_state(read_lines(out / RESULTS, EpisodeResult, repair=repair))[0]
+
+
+def _resume_state(
+    lines: list[EpisodeResult],
+) -> tuple[dict[tuple[str, int], EpisodeResult], dict[tuple[str, int], EpisodeResult]]:
+    """The journal's ``lines`` as (what a resume keeps, see :func:`settled`; the last line
+    of each episode it runs again)."""
     errors = Counter((r.task_id, r.sample) for r in lines if POLICY[r.outcome].retry)
     last = {(r.task_id, r.sample): r for r in lines}
-    return {
+    kept = {
         key: r
         for key, r in last.items()
         if not POLICY[r.outcome].retry or errors[key] >= MAX_RERUNS
     }
+    return kept, {key: r for key, r in last.items() if key not in kept}
+
+
+def _with_earlier_spend(result: EpisodeResult, earlier: EpisodeResult | None) -> EpisodeResult:
+    """``result`` of an episode run again, with the spend of its earlier runs added (that
+    line carries theirs in turn): an episode's line says what it cost the job in all."""
+    if earlier is None:
+        return result
+    fields = Spend.model_fields
+    return result.model_copy(update={f: getattr(result, f) + getattr(earlier, f) for f in fields})
 
 
 def write_summary(

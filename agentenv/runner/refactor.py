@@ -30,7 +30,7 @@ from agentenv import scratch
 from agentenv.agent.loop import run_episode
 from agentenv.agent.trajectory import Limits, Spend, Trajectory
 from agentenv.log import get_logger
-from agentenv.runner.budget import Budget
+from agentenv.runner.budget import Budget, Metered
 from agentenv.runner.episode import (
     Prepared,
     prepare,
@@ -395,7 +395,7 @@ async def _fill(
         return
     async with await start_sandbox(prepared) as box:
         traj = await run_episode(
-            policies.for_task(task),
+            Metered(policies.for_task(task), result),  # paid turns count if the rest fails
             box,
             task.instruction,
             task_id=task.id,
@@ -403,8 +403,6 @@ async def _fill(
             tools=task.agent_tools,
         )
         result.stop_reason, result.turns = traj.stop_reason, len(traj.turns)
-        for name, value in Spend.of(traj).items():
-            setattr(result, name, value)
         write_atomic(out / "trajectories" / f"{entry.slug}.json", traj.model_dump_json().encode())
         # flags the agent may have set to hide changes from git are cleared first; the diff
         # goes to a file (a command's output is capped, a patch must not be)

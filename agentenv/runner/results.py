@@ -32,7 +32,11 @@ class EpisodeResult(Spend):
     ``model`` (waiting for the model; the sandbox is frozen meanwhile), ``tools``,
     ``finish`` (reading the final workdir), ``verify``, ``teardown`` (removing sandboxes
     and images), ``retries`` (failed attempts before the last) and ``other``. Lines
-    written before these existed read as empty phases and no times."""
+    written before these existed read as empty phases and no times.
+
+    Its spend (tokens, dollars) is what the episode cost the job: every attempt's turns,
+    and for an episode a resume ran again (an infrastructure error), its earlier runs'
+    too (the trajectory has only the last attempt's)."""
 
     task_id: str
     sample: int

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from agentenv.agent.trajectory import Spend, Trajectory
 from agentenv.errors import JobStopped
 from agentenv.log import get_logger
+from agentenv.runner.budget import Metered
 from agentenv.runner.episode import run_task
 from agentenv.runner.outcomes import POLICY, Outcome, classify
 from agentenv.runner.policy import Policies
@@ -112,6 +113,7 @@ def _result_from(
     kept: str | None,
     phases: dict[str, float],
     wall_s: float,
+    spent: Spend,
 ) -> EpisodeResult:
     score = traj.score
     outcome: Outcome = "graded"
@@ -132,7 +134,7 @@ def _result_from(
         error=error,
         attempts=attempts,
         turns=len(traj.turns),
-        **Spend.of(traj),
+        **Spend.of(spent),
         wall_s=wall_s,
         phases=phases,
         trajectory=f"trajectories/{task.id}/{sample}.json",
@@ -152,9 +154,11 @@ async def run_episode_with_retries(
     """One episode, retried on infrastructure failures per the outcome table: its result,
     and its trajectory unless it ended in an error. With ``settings.keep_final`` the agent's
     final workspace is written to ``out/finals/<task>/<sample>.tar`` for regrading. Its
-    ``wall_s`` is the whole episode, retries included, split into ``phases``. ``policies``
+    ``wall_s`` and its spend (tokens, dollars) are the whole episode's, retries included
+    (a failed attempt's turns were paid for too); ``phases`` split its time. ``policies``
     are ``settings.model``'s (made once per process: they hold its connections)."""
     started = time.monotonic()
+    spent = Spend()
     attempts = settings.attempts
     outages, outage_s = 0, 0.0  # the host's trouble waited out: not the episode's attempts
     attempt = 0
@@ -164,7 +168,7 @@ async def run_episode_with_retries(
         again = attempt > 1 or outages > 0
         phases = {"retries": attempt_started - started} if again else {}
         try:
-            model = policies.for_task(task)
+            model = Metered(policies.for_task(task), spent)
             traj, final = await run_task(task, model, phases=phases, backend=settings.backend)
             kept = None
             if settings.keep_final and out is not None and final.rejected is None:
@@ -214,13 +218,14 @@ async def run_episode_with_retries(
                 outcome=outcome,
                 error=f"{type(e).__name__}: {e}",
                 attempts=attempt,
+                **Spend.of(spent),
                 wall_s=wall_s,
                 phases=phases,
             )
             return error, None
         wall_s = time.monotonic() - started
         split_phases(phases, traj, wall_s)
-        return _result_from(task, sample, traj, attempt, kept, phases, wall_s), traj
+        return _result_from(task, sample, traj, attempt, kept, phases, wall_s, spent), traj
     raise AssertionError("unreachable: the last attempt always returns")
 
 

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from agentenv.agent.trajectory import Trajectory
 from agentenv.runner.eval import (
     MAX_RERUNS,
     EpisodeSettings,
@@ -169,21 +170,31 @@ async def test_infrastructure_failures_are_retried_then_recorded(tmp_path: Path)
                     engine.api.remove_container(c["Id"], force=True)
         return solving_script(body)
 
+    def traj_of(job: Path, result: EpisodeResult) -> Trajectory:
+        assert result.trajectory is not None
+        return Trajectory.model_validate_json((job / result.trajectory).read_text())
+
+    price = "#input=1&cached_input=0.5&output=2"
     with K3Server(killing_script) as server:
-        settings = EpisodeSettings(model=server.base_url, attempts=2)
+        settings = EpisodeSettings(model=server.base_url + price, attempts=2)
         rows = await run_eval(tasks, settings, out=tmp_path / "retried")
     (result,) = load_results(tmp_path / "retried").values()
     assert result.outcome == "graded" and result.attempts == 2 and result.reward == 1.0
     assert rows[-1].errors == 0
+    # the lost attempt's turn was paid for: the episode's spend has it, its trajectory not
+    kept = traj_of(tmp_path / "retried", result)
+    assert 0 < kept.cost_usd < result.cost_usd and kept.prompt_tokens < result.prompt_tokens
     assert result.phases["retries"] > 0  # the lost attempt's time is in the episode's
     assert sum(result.phases.values()) == pytest.approx(result.wall_s, rel=1e-6)
 
     kills["left"] = 5
     with K3Server(killing_script) as server:
-        settings = EpisodeSettings(model=server.base_url, attempts=2)
+        settings = EpisodeSettings(model=server.base_url + price, attempts=2)
         rows = await run_eval(tasks, settings, out=tmp_path / "lost")
     (result,) = load_results(tmp_path / "lost").values()
     assert result.outcome == "sandbox_lost" and result.attempts == 2 and result.reward is None
+    lost_usd = result.cost_usd
+    assert lost_usd > 0 and rows[-1].cost_usd == lost_usd  # two paid turns, no trajectory
     # an error still says where its time went, up to the failure
     assert result.phases["retries"] > 0 and result.phases["loop"] > 0
     assert "SandboxUnavailable" in (result.error or "")
@@ -192,12 +203,16 @@ async def test_infrastructure_failures_are_retried_then_recorded(tmp_path: Path)
     # a resume runs the infrastructure error again; its line stays, the new one counts
     port = int(server.base_url.rsplit(":", 1)[1].split("/")[0])  # the same model URL
     with K3Server(solving_script, port=port) as server:
-        settings = EpisodeSettings(model=server.base_url, attempts=2)
+        settings = EpisodeSettings(model=server.base_url + price, attempts=2)
         rows = await run_eval(tasks, settings, out=tmp_path / "lost")
     journal = (tmp_path / "lost" / "results.jsonl").read_text().splitlines()
     assert [json.loads(line)["outcome"] for line in journal] == ["sandbox_lost", "graded"]
     (result,) = load_results(tmp_path / "lost").values()
     assert result.outcome == "graded" and rows[-1].errors == 0 and rows[-1].pass_at_1 == 1.0
+    # the new line carries what the lost run spent: the job's cost is every dollar paid
+    last = traj_of(tmp_path / "lost", result)
+    assert result.cost_usd == pytest.approx(lost_usd + last.cost_usd)
+    assert rows[-1].cost_usd == pytest.approx(result.cost_usd)
 
 
 async def test_a_broken_verifier_is_an_error_and_final_states_can_be_regraded(

@@ -17,11 +17,15 @@ from typing import Any
 
 import pytest
 
+from agentenv.agent.trajectory import Trajectory
 from agentenv.runner.journal import read_lines
 from agentenv.runner.refactor import RepoResult, apply_patches, load_report, run_refactor
 from agentenv.runner.repos import RepoError, git, load_repo_list, patch_applies
+from agentenv.sandbox import get_backend
+from agentenv.sandbox.labels import run_id
 from agentenv.testing import K3Server, ScriptedToolCall, ScriptedTurn
 from agentenv.view import build_site
+from tests.helpers import frozen
 
 pytestmark = pytest.mark.anyio
 ROOT = Path(__file__).resolve().parents[2]
@@ -123,7 +127,8 @@ async def test_a_scripted_model_refactors_through_the_loop(repos: Path, tmp_path
         (result,) = await run_refactor(entries, RENAME, priced, out=tmp_path / "j")
     assert result.outcome == "changed-green" and result.turns == 4
     assert result.prompt_tokens > 0 and result.cost_usd > 0
-    assert (tmp_path / "j" / "trajectories" / "billing.json").is_file()
+    traj = Trajectory.model_validate_json((tmp_path / "j/trajectories/billing.json").read_text())
+    assert (result.prompt_tokens, result.cost_usd) == (traj.prompt_tokens, traj.cost_usd)
     figures = json.loads((tmp_path / "j" / "summary.json").read_text())
     assert figures["solved"] == 1 and figures["usd_per_solved"] == figures["cost_usd"] > 0
     assert f"(${result.cost_usd:.4f} per solved)" in (tmp_path / "j" / "summary.md").read_text()
@@ -136,6 +141,33 @@ async def test_a_scripted_model_refactors_through_the_loop(repos: Path, tmp_path
     assert "<span class='del'>-def fetch_json" in page
     assert "before: green" in page and "after: green" in page
     assert "Find the uses first." in page and RENAME.split()[0] in index.read_text()
+
+
+async def test_a_sandbox_lost_mid_repo_is_an_error_that_still_counts_its_paid_turns(
+    repos: Path, tmp_path: Path
+) -> None:
+    turns = {"asked": 0}
+
+    def losing_script(body: dict[str, Any]) -> ScriptedTurn:
+        # the agent's sandbox is frozen while the model thinks: remove it on the second turn
+        turns["asked"] += 1
+        if turns["asked"] == 2:
+            for row in get_backend().leftovers():
+                if row.run == run_id() and row.kind == "sandbox" and frozen(row.id):
+                    get_backend().remove(row)
+        command = json.dumps({"command": "git grep -n fetch_json"})
+        return ScriptedTurn(
+            reasoning="Look first.", tool_calls=[ScriptedToolCall(name="bash", arguments=command)]
+        )
+
+    entries = [e for e in load_repo_list(repos) if e.name == "billing"]
+    with K3Server(losing_script) as server:
+        priced = f"{server.base_url}#input=1&cached_input=0.1&output=2"
+        (result,) = await run_refactor(entries, RENAME, priced, out=tmp_path / "j")
+    assert result.outcome == "error" and "SandboxUnavailable" in (result.error or "")
+    assert turns["asked"] == 2 and result.prompt_tokens > 0 and result.cost_usd > 0
+    figures = json.loads((tmp_path / "j" / "summary.json").read_text())
+    assert figures["cost_usd"] == pytest.approx(result.cost_usd)
 
 
 def test_max_cost_stops_new_repos_and_a_higher_cap_finishes_the_job(
