@@ -82,14 +82,20 @@ def runner(*, address: str | None, out: Path | None = None) -> Any:
             raise ValueError(f"task {task.id!r} has no folder to send to the cluster")
         if task.id not in packed:
             packed[task.id] = _pack(task.folder)
+        ref = _episode.remote(
+            packed[task.id],
+            task.model_dump_json(),
+            sample,
+            settings.model_dump_json(),
+            str(out) if out else None,
+        )
         try:
-            result_json, traj_json, node = await _episode.remote(
-                packed[task.id],
-                task.model_dump_json(),
-                sample,
-                settings.model_dump_json(),
-                str(out) if out else None,
-            )
+            result_json, traj_json, node = await ref
+        except anyio.get_cancelled_exc_class():
+            # the job stopped (another episode stopped it, Ctrl-C, a deadline): the remote
+            # episode must not go on paying for turns; interrupted, it removes its sandboxes
+            ray.cancel(ref)
+            raise
         except ray.exceptions.RayError as e:  # the node or its worker died
             if isinstance(e, JobStopped) or isinstance(getattr(e, "cause", None), JobStopped):
                 raise  # the episode stopped the job (its node's engine gone, a refused key)

@@ -1,6 +1,6 @@
 """The Ray executor on a local two-node cluster (a head and one worker node, started here):
 episodes run on the nodes, each with the Docker engine it finds, and come back as plain data
-that the driver records as usual."""
+that the driver records as usual; a job stopped on the driver stops them."""
 
 from __future__ import annotations
 
@@ -10,12 +10,15 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import anyio
 import pytest
 
 from agentenv.runner import ray_executor
 from agentenv.runner.eval import run_eval
 from agentenv.runner.results import load_results
+from agentenv.sandbox import get_backend
 from agentenv.tasks import load_tasks
+from agentenv.testing import K3Server, ScriptedToolCall, ScriptedTurn
 
 pytestmark = pytest.mark.anyio
 ROOT = Path(__file__).resolve().parents[2]
@@ -77,3 +80,35 @@ async def test_ray_episodes_prepare_and_verify_like_every_other_driver(
     traj = Trajectory.model_validate_json((tmp_path / "job" / str(result.trajectory)).read_text())
     assert traj.score is not None and traj.score.error is None and traj.reward == 1.0
     assert f"VIEW {VIEW}" in traj.score.checks[0].detail
+
+
+async def test_a_stopped_job_stops_its_episodes_on_the_cluster(
+    cluster: str, tmp_path: Path
+) -> None:
+    from tests.runner.test_eval import make_task
+
+    def busy(body: dict[str, object]) -> ScriptedTurn:  # never submits: turns until stopped
+        call = ScriptedToolCall(name="bash", arguments='{"command": "true"}')
+        return ScriptedTurn(reasoning="Again.", tool_calls=[call])
+
+    tasks = load_tasks([make_task(tmp_path / "tasks", "slow")])
+    out = tmp_path / "job"
+    on_cluster = ray_executor.runner(address=cluster)
+    before = {r.id for r in get_backend().leftovers()}
+    with K3Server(busy, ttft_s=0.5) as server:
+        with anyio.fail_after(120):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(
+                    lambda: run_eval(
+                        tasks, server.base_url, out=out, samples=2, executor=on_cluster
+                    )
+                )
+                while len(server.requests) < 6:  # the episodes are taking turns
+                    await anyio.sleep(0.1)
+                tg.cancel_scope.cancel()  # the job stops (Ctrl-C, a deadline)
+        asked = len(server.requests)
+        await anyio.sleep(5)  # ten more turns each, had they gone on
+        assert len(server.requests) <= asked + 2  # at most the turns already asked for
+    with anyio.fail_after(60):  # the interrupted episodes remove their own sandboxes
+        while {r.id for r in get_backend().leftovers()} - before:
+            await anyio.sleep(0.5)
