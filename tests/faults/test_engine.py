@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import signal
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -28,46 +29,34 @@ from tests.faults.scenario import (
 TASKS, SAMPLES = 4, 2
 
 
+def _running(engine: PrivateEngine, server: K3Server) -> None:
+    wait_until(lambda: len(sandboxes(engine, "running")) >= 2, what="running sandboxes")
+
+
+# when the engine goes: (the tasks' verifier, the model's time to first token, waiting for it)
+MOMENTS: dict[str, tuple[str | None, float, Callable[[PrivateEngine, K3Server], None]]] = {
+    "under paused sandboxes": (None, TTFT_S, thinking),
+    "while commands run": (None, 0.2, _running),
+    "while episodes verify": (SLOW_CHECK, TTFT_S, lambda engine, server: verifying(server)),
+}
+
+
+@pytest.mark.parametrize("moment", list(MOMENTS))
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
-def test_engine_restarted_under_paused_sandboxes(
-    engine: PrivateEngine, tmp_path: Path, sig: signal.Signals
+def test_engine_restarted_mid_job(
+    engine: PrivateEngine, tmp_path: Path, sig: signal.Signals, moment: str
 ) -> None:
-    tasks = make_tasks(tmp_path / "tasks", TASKS)
-    with K3Server(three_turns, ttft_s=TTFT_S) as server:
+    verifier, ttft_s, reached = MOMENTS[moment]
+    tasks = make_tasks(tmp_path / "tasks", TASKS, verifier=verifier)
+    with K3Server(three_turns, ttft_s=ttft_s) as server:
         job = Job(engine, server, tasks, tmp_path / "job", samples=SAMPLES)
         job.start()
-        thinking(engine, server)
+        reached(engine, server)
         before = job.journal()
         engine.restart(sig)
         code = job.wait()
     assert code == 0, job.outputs[-1][1][-2000:]  # survived: no resume needed
-    settle(f"engine {sig.name} under paused sandboxes", job, TASKS, SAMPLES, before)
-
-
-def test_engine_killed_while_commands_run(engine: PrivateEngine, tmp_path: Path) -> None:
-    tasks = make_tasks(tmp_path / "tasks", TASKS)
-    with K3Server(three_turns, ttft_s=0.2) as server:
-        job = Job(engine, server, tasks, tmp_path / "job", samples=SAMPLES)
-        job.start()
-        wait_until(lambda: len(sandboxes(engine, "running")) >= 2, what="running sandboxes")
-        before = job.journal()
-        engine.restart(signal.SIGKILL)
-        code = job.wait()
-    assert code == 0, job.outputs[-1][1][-2000:]
-    settle("engine SIGKILL while commands run", job, TASKS, SAMPLES, before)
-
-
-def test_engine_killed_while_episodes_verify(engine: PrivateEngine, tmp_path: Path) -> None:
-    tasks = make_tasks(tmp_path / "tasks", TASKS, verifier=SLOW_CHECK)
-    with K3Server(three_turns, ttft_s=TTFT_S) as server:
-        job = Job(engine, server, tasks, tmp_path / "job", samples=SAMPLES)
-        job.start()
-        verifying(server)
-        before = job.journal()
-        engine.restart(signal.SIGKILL)
-        code = job.wait()
-    assert code == 0, job.outputs[-1][1][-2000:]
-    settle("engine SIGKILL while episodes verify", job, TASKS, SAMPLES, before)
+    settle(f"engine {sig.name} {moment}", job, TASKS, SAMPLES, before)
 
 
 def test_engine_gone_for_good_stops_the_job_and_a_resume_finishes(
