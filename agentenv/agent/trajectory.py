@@ -24,7 +24,8 @@ StopReason = Literal[
 
 
 class Limits(BaseModel):
-    """When an episode stops even if the agent has not submitted."""
+    """When an episode stops even if the agent has not submitted. Each attempt of an
+    eval episode has its own (``max_cost_usd`` too: retried, an episode may spend more)."""
 
     model_config = ConfigDict(extra="forbid")
 

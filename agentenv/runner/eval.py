@@ -236,7 +236,9 @@ async def run_eval(
     if stopped_by:
         raise stopped_by[0]
     stopped = "max_cost" if budget.stopped else None
-    return write_summary(out, list(done.values()), samples, config.tags, stopped=stopped)
+    # an episode a resume was to run again but did not (the budget spent) is its last line
+    last = {**rerun, **done}
+    return write_summary(out, list(last.values()), samples, config.tags, stopped=stopped)
 
 
 MAX_RERUNS = 3  # runs of one episode ending in an infrastructure error before it is left as it is

@@ -364,6 +364,26 @@ async def test_a_root_task_can_verify_in_its_final_state_and_leaves_no_image(
     assert images_after == images_before  # the image of the final state is gone
 
 
+async def test_a_budget_spent_on_a_resume_still_sums_every_dollar_in_the_summary(
+    tmp_path: Path,
+) -> None:
+    # what earlier runs paid is in the budget and in the summary alike, the lost episode
+    # the budget keeps from running again included
+    tasks = load_tasks([make_task(tmp_path / "tasks", n) for n in ("ann", "bo")])
+    job = tmp_path / "job"
+    await run_eval(tasks, "oracle", out=job)
+    first = [json.loads(line) for line in (job / "results.jsonl").read_text().splitlines()]
+    paid = {"ann": ("graded", 6.0), "bo": ("sandbox_lost", 4.5)}
+    for line in first:
+        line["outcome"], line["cost_usd"] = paid[line["task_id"]]
+        if line["outcome"] != "graded":
+            line.update(passed=False, reward=None, score=None)
+    (job / "results.jsonl").write_text("".join(json.dumps(line) + "\n" for line in first))
+    rows = await run_eval(tasks, "oracle", out=job, max_cost_usd=10.0)
+    assert rows[-1].stopped == "max_cost"  # $10.5 spent: bo is not run again
+    assert rows[-1].cost_usd == 10.5 and rows[-1].errors == 1 and rows[-1].episodes == 2
+
+
 async def test_max_cost_stops_starting_episodes_and_a_higher_cap_completes_the_job(
     tmp_path: Path,
 ) -> None:
