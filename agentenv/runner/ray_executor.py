@@ -22,10 +22,14 @@ import ray
 from agentenv import scratch
 from agentenv.agent.loop import Trajectory
 from agentenv.errors import JobStopped
+from agentenv.log import get_logger
 from agentenv.runner.policy import Policies
 from agentenv.runner.results import EpisodeResult
 from agentenv.runner.retries import EpisodeSettings
 from agentenv.tasks import Task, load_task
+
+log = get_logger(__name__)
+CANCEL_WAIT_S = 60.0  # how long a stopped job waits for its cancelled episodes to clean up
 
 
 def _pack(folder: Path) -> bytes:
@@ -93,8 +97,14 @@ def runner(*, address: str | None, out: Path | None = None) -> Any:
             result_json, traj_json, node = await ref
         except anyio.get_cancelled_exc_class():
             # the job stopped (another episode stopped it, Ctrl-C, a deadline): the remote
-            # episode must not go on paying for turns; interrupted, it removes its sandboxes
-            ray.cancel(ref)
+            # episode must not go on paying for turns; interrupted, it removes its sandboxes,
+            # given the time (the driver's exit would end its worker mid-teardown)
+            with anyio.move_on_after(CANCEL_WAIT_S, shield=True):
+                try:
+                    ray.cancel(ref)
+                    await ref
+                except Exception as e:  # cancelled as asked, or the cluster is gone
+                    log.info("ray.episode_cancelled", task=task.id, sample=sample, how=str(e)[:200])
             raise
         except ray.exceptions.RayError as e:  # the node or its worker died
             if isinstance(e, JobStopped) or isinstance(getattr(e, "cause", None), JobStopped):
