@@ -72,7 +72,11 @@ def test_ctrl_c_removes_the_sandbox() -> None:
         async def main():
             async with sandbox() as box:
                 print(box.id, flush=True)
-                await anyio.sleep(60)
+                # a loop with timers, as a job has: once in ~20 runs under load the Ctrl-C
+                # was only acted on when the loop's next timer fired (CI on d609323: a single
+                # 60 s sleep, the process still in select() at 60 s)
+                for _ in range(120):
+                    await anyio.sleep(0.5)
 
         anyio.run(main)
     """
