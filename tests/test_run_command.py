@@ -76,7 +76,7 @@ def test_run_with_the_oracle_and_bad_input(tmp_path: Path) -> None:
 
     bad = make_task(tmp_path / "bad", toml="[limits]\nmax_turns = 'many'\n")
     done = agentenv("run", str(bad), "--model", "oracle")
-    assert done.returncode == 1
+    assert done.returncode == 2
     assert "task.toml" in done.stderr and "limits.max_turns" in done.stderr
     assert "Traceback" not in done.stderr
 
@@ -88,10 +88,10 @@ def test_run_with_the_oracle_and_bad_input(tmp_path: Path) -> None:
         env=env,
         timeout=60,
     )
-    assert done.returncode == 1 and "MOONSHOT_API_KEY" in done.stderr
+    assert done.returncode == 2 and "MOONSHOT_API_KEY" in done.stderr
 
     done = agentenv("run", "--model", "oracle")
-    assert done.returncode == 1 and "task folder" in done.stderr
+    assert done.returncode == 2 and "task folder" in done.stderr
 
 
 def test_serve_model_serves_a_script_until_stopped(tmp_path: Path) -> None:
@@ -138,6 +138,6 @@ def test_jobs_without_a_key_fail_before_touching_anything(tmp_path: Path) -> Non
             env=env,
             timeout=60,
         )
-        assert done.returncode == 1 and "MOONSHOT_API_KEY" in done.stderr
+        assert done.returncode == 2 and "MOONSHOT_API_KEY" in done.stderr
         assert "Traceback" not in done.stderr
     assert not (tmp_path / "e").exists() and not (tmp_path / "r").exists()

@@ -4,6 +4,7 @@ how warnings and errors are printed (text, never markup)."""
 from __future__ import annotations
 
 import os
+from enum import IntEnum
 from typing import Annotated
 
 import typer
@@ -50,10 +51,35 @@ def _warn(messages: list[str]) -> None:
         err.print(f"[bold yellow]warning:[/] {escape(message)}", highlight=False)
 
 
-def _fail(message: str) -> typer.Exit:
+class ExitCode(IntEnum):
+    """What ``agentenv``'s exit status means, the same for every command (docs/cli.md)."""
+
+    OK = 0
+    """Done: for a job, every episode (or repo) was graded, whatever its reward."""
+    FAILED = 1
+    """Could not do what was asked, for a reason of this machine (no engine, a full disk,
+    a port in use), or a refused key stopped the job."""
+    BAD_INPUT = 2
+    """Nothing ran: a task file, a flag, a missing key or an ``--out`` folder is wrong
+    (click's own usage errors are 2 as well)."""
+    BUDGET = 3
+    """The job's ``--max-cost`` is spent: episodes were left unstarted; run again with a
+    higher cap to go on."""
+    STOPPED = 4
+    """The job stopped early because the sandbox engine or the model endpoint is down;
+    unstarted episodes are not recorded: run the same command again to resume."""
+    ERRORS = 5
+    """The job finished, but some episodes (or repos) ended in an error instead of a grade
+    (infrastructure or verifier); ``--retry-errors`` runs them again."""
+    INTERRUPTED = 130
+    """Ctrl-C or SIGTERM; run the same command again to resume."""
+
+
+def _fail(message: str, code: ExitCode = ExitCode.BAD_INPUT) -> typer.Exit:
+    """Print ``message`` as an error and return the exit to raise (bad input by default)."""
     # the message quotes paths, names and output: text, never markup ("[tool.pytest]")
     err.print(f"[bold red]error:[/] {escape(message)}", highlight=False)
-    return typer.Exit(1)
+    return typer.Exit(code)
 
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="One JSON object per line.")]

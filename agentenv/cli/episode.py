@@ -13,7 +13,7 @@ import typer
 from rich.markup import escape
 
 from agentenv.agent.loop import Trajectory
-from agentenv.cli._app import _fail, _warn, app, out
+from agentenv.cli._app import ExitCode, _fail, _warn, app, out
 from agentenv.errors import ModelError, NoRoute
 from agentenv.sandbox import SandboxError
 from agentenv.sandbox.images import BASE_IMAGE
@@ -82,7 +82,7 @@ def run(
     try:
         traj = anyio.run(episode)
     except (SandboxError, ModelError) as e:
-        raise _fail(f"{type(e).__name__}: {e}") from e
+        raise _fail(f"{type(e).__name__}: {e}", ExitCode.FAILED) from e
     if save is not None:
         save.parent.mkdir(parents=True, exist_ok=True)
         save.write_text(traj.model_dump_json(indent=1))
@@ -126,7 +126,7 @@ def serve_model(
         try:
             stack.enter_context(server)  # it listens from here
         except OSError as e:
-            raise _fail(f"cannot listen on 127.0.0.1:{port}: {e}") from e
+            raise _fail(f"cannot listen on 127.0.0.1:{port}: {e}", ExitCode.FAILED) from e
         out.print(
             f"serving {len(turns)} scripted turns at [bold]{server.base_url}[/] (Ctrl-C stops)"
         )

@@ -13,7 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from agentenv import log
-from agentenv.cli._app import _fail, _warn, app, err, out
+from agentenv.cli._app import ExitCode, _fail, _warn, app, err, out
 from agentenv.errors import NoRoute
 from agentenv.runner.summary import Row
 from agentenv.sandbox import SandboxError
@@ -244,7 +244,7 @@ def eval_(
             f"interrupted: finished episodes are in {folder}/results.jsonl; "
             "run the same command again to resume"
         )
-        raise typer.Exit(130) from None
+        raise typer.Exit(ExitCode.INTERRUPTED) from None
     except JobStopped as e:
         err.print(
             f"[bold red]stopped:[/] {escape(str(e))}. Finished episodes are in "
@@ -253,11 +253,11 @@ def eval_(
                else "fix that, then run the same command again to go on."),
             highlight=False,
         )  # fmt: skip
-        raise typer.Exit(4 if e.resumable else 1) from None
+        raise typer.Exit(ExitCode.STOPPED if e.resumable else ExitCode.FAILED) from None
     except (ConfigMismatch, KeyError, ValueError, NoRoute) as e:
         raise _fail(str(e).strip("'\"")) from e
     except SandboxError as e:
-        raise _fail(str(e)) from e
+        raise _fail(str(e), ExitCode.FAILED) from e
     if lines is not None:
         lines.print()  # the last state, whatever the step
     many = ("s" if len(tasks) != 1 else "", "s" if samples != 1 else "")
@@ -277,7 +277,7 @@ def eval_(
             "with a higher --max-cost to go on.",
             highlight=False,
         )
-        raise typer.Exit(3)
+        raise typer.Exit(ExitCode.BUDGET)
 
 
 @app.command()

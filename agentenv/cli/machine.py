@@ -15,7 +15,16 @@ from rich.markup import escape
 from rich.table import Table
 
 from agentenv import log
-from agentenv.cli._app import JsonFlag, _fail, app, err, images_app, out, sandbox_app
+from agentenv.cli._app import (
+    ExitCode,
+    JsonFlag,
+    _fail,
+    app,
+    err,
+    images_app,
+    out,
+    sandbox_app,
+)
 from agentenv.sandbox import (
     EngineUnavailable,
     Leftover,
@@ -66,7 +75,7 @@ def demo(
     try:
         report = anyio.run(run_demo, SandboxSpec(image=image), rounds)
     except SandboxError as e:
-        raise _fail(str(e)) from e
+        raise _fail(str(e), ExitCode.FAILED) from e
     out.print(f"[bold]{escape(report.output)}[/]")
     table = Table("step", "time", title=f"one sandbox ({report.exec_mode} exec path)")
     table.add_row("create → ready", f"{report.create_ms:.0f} ms")
@@ -103,11 +112,11 @@ def doctor(
     if fix:
         done = subprocess.run(["bash", str(ENGINE_SCRIPT)], check=False)
         if done.returncode != 0:
-            raise _fail("could not get a Docker engine running (see above)")
+            raise _fail("could not get a Docker engine running (see above)", ExitCode.FAILED)
     try:
         engine = connect()
     except SandboxError as e:
-        raise _fail(str(e)) from e
+        raise _fail(str(e), ExitCode.FAILED) from e
     version = engine.client.version()
     if not quiet:
         out.print(
@@ -125,13 +134,13 @@ def doctor(
         try:
             build_base(engine)
         except SandboxError as e:
-            raise _fail(str(e)) from e
+            raise _fail(str(e), ExitCode.FAILED) from e
         base_ok, state = True, "built"
     if not quiet or not base_ok:
         out.print(f"base image {BASE_IMAGE}: {state}")
     if not base_ok:
         out.print("  fix: agentenv images build-base")
-        raise typer.Exit(1)
+        raise typer.Exit(ExitCode.FAILED)
 
 
 CATATONIT = Path("/usr/libexec/podman/catatonit")  # Podman's init, a package of its own
@@ -146,7 +155,7 @@ def _doctor_podman(*, fix: bool, quiet: bool) -> None:
         missing = [n for n in missing if n != "catatonit"]
     # the engine script installs Debian packages (and Docker, which the image copy reads)
     if missing and fix and subprocess.run(["bash", str(ENGINE_SCRIPT), *missing]).returncode:
-        raise _fail(f"could not install {' '.join(missing)} (see above)")
+        raise _fail(f"could not install {' '.join(missing)} (see above)", ExitCode.FAILED)
     try:
         version = podman_sync("version", "--format", "{{.Client.Version}}").decode().strip()
         base_ok, state = base_image_state()
@@ -155,14 +164,14 @@ def _doctor_podman(*, fix: bool, quiet: bool) -> None:
             put_base_image()
             base_ok, state = True, "copied or built"
     except SandboxError as e:
-        raise _fail(str(e)) from e
+        raise _fail(str(e), ExitCode.FAILED) from e
     if not quiet:
         out.print(f"engine: Podman {version} (rootful, no daemon)")
     if not quiet or not base_ok:
         out.print(f"base image {BASE_IMAGE} in Podman: {state}")
     if not base_ok:
         out.print("  fix: agentenv doctor --fix --backend podman")
-        raise typer.Exit(1)
+        raise typer.Exit(ExitCode.FAILED)
 
 
 @images_app.command("build-base")
@@ -181,7 +190,7 @@ def images_build_base(
     try:
         image_id = build_base(connect(), tag=tag, mirror=mirror, force=force)
     except SandboxError as e:
-        raise _fail(str(e)) from e
+        raise _fail(str(e), ExitCode.FAILED) from e
     out.print(f"{tag} {image_id[7:19]}")
 
 
@@ -224,7 +233,7 @@ def sandbox_ls(backend: BackendOption = None, as_json: JsonFlag = False) -> None
     try:
         rows = _each_backend(backend, lambda b: b.leftovers())
     except SandboxError as e:
-        raise _fail(str(e)) from e
+        raise _fail(str(e), ExitCode.FAILED) from e
     if as_json:
         _print_json(rows)
     else:
@@ -249,7 +258,7 @@ def gc(
             backend, lambda b: gc_mod.collect(b, everything=everything, dry_run=dry_run)
         )
     except SandboxError as e:
-        raise _fail(str(e)) from e
+        raise _fail(str(e), ExitCode.FAILED) from e
     files = collect_leftovers(dry_run=dry_run)
     verb = "would remove" if dry_run else "removed"
     if as_json:

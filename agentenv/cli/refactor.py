@@ -10,7 +10,7 @@ import typer
 from rich.markup import escape
 
 from agentenv import log
-from agentenv.cli._app import _fail, app, err, out
+from agentenv.cli._app import ExitCode, _fail, app, err, out
 from agentenv.errors import NoRoute
 
 
@@ -138,7 +138,7 @@ def refactor(
         results = anyio.run(job)
     except KeyboardInterrupt:
         err.print(f"interrupted: finished repos are in {out_dir}/report.jsonl; run again to resume")
-        raise typer.Exit(130) from None
+        raise typer.Exit(ExitCode.INTERRUPTED) from None
     except (ConfigMismatch, KeyError, ValueError, NoRoute) as e:
         raise _fail(str(e).strip("'\"")) from e
     out.print(totals_line(results), highlight=False)
@@ -170,6 +170,6 @@ def refactor(
             "command with a higher --max-cost to go on.",
             highlight=False,
         )
-        raise typer.Exit(3)
+        raise typer.Exit(ExitCode.BUDGET)
     if failed_apply:
-        raise typer.Exit(1)
+        raise typer.Exit(ExitCode.FAILED)

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from agentenv.cli._app import _fail, app, out
+from agentenv.cli._app import ExitCode, _fail, app, out
 from agentenv.view import build_site
 from agentenv.view.files import Refused
 from agentenv.view.job import NotAJob
@@ -46,11 +46,13 @@ def view(
             except KeyboardInterrupt:
                 return
             except OSError as e:
-                raise _fail(f"cannot serve on 127.0.0.1:{port}: {e.strerror or e}") from e
+                raise _fail(
+                    f"cannot serve on 127.0.0.1:{port}: {e.strerror or e}", ExitCode.FAILED
+                ) from e
             return
         index = build_site(source, into)
     except (NotAJob, Refused) as e:
         raise _fail(str(e)) from e
     except OSError as e:  # the site's folder cannot be written
-        raise _fail(f"cannot write the site: {e}") from e
+        raise _fail(f"cannot write the site: {e}", ExitCode.FAILED) from e
     out.print(str(index.resolve()), highlight=False, soft_wrap=True)

@@ -99,7 +99,7 @@ def test_budget_views_and_refusal_through_the_cli(tmp_path: Path) -> None:
     # another job pointed at this folder: refused first, saying what differs, nothing else
     before = (job / "results.jsonl").read_bytes(), (job / "log.jsonl").read_bytes()
     other = agentenv("eval", str(tasks), "--model", "oracle", "--samples", "2", "--out", str(job))
-    assert other.returncode == 1 and other.stdout == ""
+    assert other.returncode == 2 and other.stdout == ""
     assert "resuming" not in other.stderr and "eval " not in other.stderr
     message = " ".join(other.stderr.split())
     assert "holds results of a different job" in message

@@ -39,7 +39,7 @@ def test_cli_inputs_names_and_totals(tmp_path: Path) -> None:
     (tmp_path / "none").mkdir()
     for repos, says in ((empty, "lists no repos"), (tmp_path / "none", "no git repositories")):
         done = cli("--repos", str(repos), "--instruction", "x", "--model", SWAP)
-        assert done.returncode == 1 and says in done.stderr and "Traceback" not in done.stderr
+        assert done.returncode == 2 and says in done.stderr and "Traceback" not in done.stderr
 
     make_repo(tmp_path / "svc+a", CALC)
     make_repo(tmp_path / "b", CALC)
@@ -72,9 +72,9 @@ def test_cli_inputs_names_and_totals(tmp_path: Path) -> None:
     done = cli(*args, "--instruction", str(tmp_path / "instruction.md"))
     assert done.returncode == 0, done.stderr
     done = cli(*args, "--instruction", "Something else entirely.")
-    assert done.returncode == 1 and "the instruction changed" in done.stderr
+    assert done.returncode == 2 and "the instruction changed" in done.stderr
     done = cli(*args)
-    assert done.returncode == 1 and "--instruction TEXT or --instruction-file" in done.stderr
+    assert done.returncode == 2 and "--instruction TEXT or --instruction-file" in done.stderr
 
     # output and names are shown as text, never read as console markup
     fail = cli(
@@ -86,7 +86,7 @@ def test_cli_inputs_names_and_totals(tmp_path: Path) -> None:
     )
     assert "[stderr] | [red]half[/] done" in fail.stdout
     missing = cli("--repos", str(tmp_path / "[team].txt"), "--instruction", "x", "--model", SWAP)
-    assert missing.returncode == 1 and "[team].txt: no such file or folder" in missing.stderr
+    assert missing.returncode == 2 and "[team].txt: no such file or folder" in missing.stderr
 
 
 async def test_detached_heads_tags_and_commits_are_taken(tmp_path: Path) -> None:
@@ -143,7 +143,7 @@ async def test_apply_keeps_every_commit_and_commits_as_the_user(
         "--repos", str(tmp_path), "--instruction", "x", "--model", SWAP,
         "--out", str(bad), "--apply",
     )  # fmt: skip
-    assert done.returncode == 1 and "not a valid git branch name" in done.stderr
+    assert done.returncode == 2 and "not a valid git branch name" in done.stderr
     assert not bad.exists()
 
     made = {a.repo: a.made for a in apply_patches(entries, out, out.name)}

@@ -115,7 +115,7 @@ def test_what_is_not_a_job_is_named(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "agentenv", "view", str(bad)], capture_output=True, text=True
     )
-    assert done.returncode == 1 and "bad.json" in done.stderr and "Traceback" not in done.stderr
+    assert done.returncode == 2 and "bad.json" in done.stderr and "Traceback" not in done.stderr
 
 
 def test_the_cli_prints_where_the_site_is(tmp_path: Path) -> None:
