@@ -17,6 +17,8 @@ above those edges needs either library's exceptions::
     │   ├── EndpointUnavailable     connection refused or dropped, timeout, 5xx: transient
     │   │   ├── RateLimited           429 (``retry_after_s``: the server's hint)
     │   │   ├── StreamCut             the stream ended before a finish reason
+    │   │   ├── MalformedAnswer       it answered, but not in the wire format (first line quoted)
+    │   │   ├── EndpointDown          its breaker is open: connection failures in a row
     │   │   └── AllEndpointsDown      every endpoint a task may use is down
     │   ├── AuthError               401/403: the key or the account; nothing will work
     │   ├── BadRequest              the endpoint refused the request (400, 404, 422)
@@ -40,6 +42,7 @@ __all__ = [
     "BadRequest",
     "ConfigMismatch",
     "ContextOverflow",
+    "EndpointDown",
     "EndpointUnavailable",
     "EngineUnavailable",
     "ExecUserError",
@@ -47,6 +50,7 @@ __all__ = [
     "ImageUnavailable",
     "JobError",
     "JobStopped",
+    "MalformedAnswer",
     "ModelError",
     "NoRoute",
     "RateLimited",
@@ -149,6 +153,23 @@ class RateLimited(EndpointUnavailable):
 
 class StreamCut(EndpointUnavailable):
     """The stream ended without a finish reason: the connection dropped mid-answer."""
+
+
+class MalformedAnswer(EndpointUnavailable):
+    """The endpoint answered, but not with an OpenAI-compatible chat completion (not HTTP,
+    not a stream of JSON chunks, bytes that are not UTF-8, chunks of the wrong shape): the
+    wrong URL, or a broken server. The message quotes the first line of what came back.
+    It counts toward the endpoint's breaker like a refused connection."""
+
+
+class EndpointDown(EndpointUnavailable):
+    """The endpoint failed to connect (or answered garbage) so many times in a row that its
+    breaker opened: requests to it fail at once, without waiting, until a trial request
+    after the breaker's cool-down gets through. ``reason`` is the last failure."""
+
+    def __init__(self, message: str, *, reason: str = ""):
+        super().__init__(message)
+        self.reason = reason
 
 
 class AllEndpointsDown(EndpointUnavailable):

@@ -235,9 +235,10 @@ class ProgressLines:
         self._last_at = time.monotonic()
         elapsed = _seconds(self._last_at - self.started)
         spent = " · budget spent, starting no more" if p.budget_spent else ""
+        failing = f" ({p.failed_requests} model requests failed)" if p.failed_requests else ""
         self.console.print(
             f"eval {p.done}/{p.total} done ({p.done / max(1, p.total):.0%}) · {p.passed} passed"
-            f" · {p.running} running · {p.errors} errors · ${p.cost_usd:.4f} · {elapsed}"
+            f" · {p.running} running · {p.errors} errors{failing} · ${p.cost_usd:.4f} · {elapsed}"
             f" elapsed{spent}",
             highlight=False,
             soft_wrap=True,

@@ -157,19 +157,24 @@ def eval_(
         BarColumn(),
         TextColumn(
             "{task.completed}/{task.total} done · {task.fields[passed]} passed · "
-            "{task.fields[running]} running · {task.fields[errors]} errors · "
-            "${task.fields[cost]:.4f}{task.fields[spent]}"
+            "{task.fields[running]} running · {task.fields[errors]} errors"
+            "{task.fields[failing]} · ${task.fields[cost]:.4f}{task.fields[spent]}"
         ),
         TimeElapsedColumn(),
         console=err,
         transient=False,
         disable=lines is not None,
     )
-    bar_id = bar.add_task("eval", total=total, passed=0, running=0, errors=0, cost=0.0, spent="")
-    said_collected = False
+    bar_id = bar.add_task(
+        "eval", total=total, passed=0, running=0, errors=0, failing="", cost=0.0, spent=""
+    )
+    said_collected = said_endpoints = False
 
     def show(p: JobProgress) -> None:
-        nonlocal said_collected
+        nonlocal said_collected, said_endpoints
+        if p.endpoint_notes and not said_endpoints:
+            said_endpoints = True
+            _warn([f"the model endpoint {note}" for note in p.endpoint_notes])
         if p.collected and not said_collected:
             said_collected = True
             err.print(
@@ -184,6 +189,7 @@ def eval_(
             passed=p.passed,
             running=p.running,
             errors=p.errors,
+            failing=f" ({p.failed_requests} model requests failed)" if p.failed_requests else "",
             cost=p.cost_usd,
             spent=" · budget spent" if p.budget_spent else "",
         )
@@ -246,9 +252,13 @@ def eval_(
         )
         raise typer.Exit(ExitCode.INTERRUPTED) from None
     except JobStopped as e:
+        kept = (
+            f"Finished episodes are in {folder}/results.jsonl"
+            if (folder / "results.jsonl").exists()
+            else "No episode finished"
+        )
         err.print(
-            f"[bold red]stopped:[/] {escape(str(e))}. Finished episodes are in "
-            f"{escape(str(folder))}/results.jsonl; "
+            f"[bold red]stopped:[/] {escape(str(e))}. {escape(kept)}; "
             + ("run the same command again to resume." if e.resumable
                else "fix that, then run the same command again to go on."),
             highlight=False,

@@ -12,7 +12,7 @@ import email.utils
 import inspect
 import random
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from tenacity import (
@@ -26,13 +26,17 @@ from agentenv.errors import (
     BadRequest,
     ContextOverflow,
     EndpointUnavailable,
+    MalformedAnswer,
     ModelError,
     RateLimited,
     StreamCut,
 )
 from agentenv.log import get_logger
+from agentenv.model import wire
+from agentenv.model.breaker import Breaker
 from agentenv.model.endpoints import Endpoint
 from agentenv.model.limit import AdaptiveLimit
+from agentenv.model.probe import Health, probe
 from agentenv.model.types import K3_PRICE, Completion, Price, StreamEvent, ToolCall, Usage
 
 EventCallback = Callable[[StreamEvent], Awaitable[None] | None]
@@ -60,7 +64,10 @@ def model_error(error: BaseException) -> ModelError | None:
             return ContextOverflow(text, status_code=status)
         return BadRequest(text, status_code=status)
     if isinstance(error, openai.APIError) or _from_http_layer(error):  # timeouts, connections
-        return EndpointUnavailable(f"{type(error).__name__}: {text}", status_code=status)
+        why = wire.nobody_there(error)
+        if why is not None and why.startswith("not HTTP"):
+            return MalformedAnswer(f"the endpoint answered {why}", status_code=status)
+        return EndpointUnavailable(wire.cause_text(error), status_code=status)
     return None
 
 
@@ -120,8 +127,12 @@ class OpenAIChatModel:
         limit: AdaptiveLimit | None = None,
         token_ids: bool = False,
         http_client: Any = None,
+        breaker: Breaker | None = None,
     ):
         self.model = model
+        self.base_url = base_url
+        self.breaker = breaker or Breaker(base_url)
+        self.failed_requests = 0  # every failed attempt, retried or not (progress shows it)
         self.limit = limit or AdaptiveLimit()
         self.token_ids = token_ids
         self.price = price
@@ -131,8 +142,11 @@ class OpenAIChatModel:
         self.rate_limit_wait_s = rate_limit_wait_s
         self._backoff_initial_s = backoff_initial_s
         self._backoff_max_s = backoff_max_s
-        from openai import AsyncOpenAI  # here, not at import: the SDK takes a second to load
+        from openai import AsyncOpenAI, DefaultAsyncHttpxClient  # here: the SDK loads slowly
 
+        # the first bytes of every answer are kept, for errors that quote them
+        http_client = http_client or DefaultAsyncHttpxClient()
+        wire.install(http_client)
         self._client = AsyncOpenAI(
             base_url=base_url,
             api_key=api_key,
@@ -172,6 +186,15 @@ class OpenAIChatModel:
         """Close the HTTP connections."""
         await self._client.close()
 
+    async def probe(self, *, timeout_s: float = 10.0) -> Health:
+        """Ask the endpoint for its models once (no tokens spent): whether anybody is there
+        and speaks the API. A dead endpoint's breaker opens at once, so that requests to it
+        fail without waiting (see :mod:`agentenv.model.probe`)."""
+        health = await probe(self._client, self.base_url, timeout_s=timeout_s)
+        if not health.up and not health.auth_refused:
+            self.breaker.trip(health.detail)
+        return health
+
     async def complete(
         self,
         messages: list[dict[str, Any]],
@@ -193,6 +216,8 @@ class OpenAIChatModel:
 
         def stop(state: RetryCallState) -> bool:
             nonlocal failures, waited
+            if self.breaker.open:  # nobody there: waiting longer will not change that
+                return True
             error = state.outcome.exception() if state.outcome else None
             if isinstance(error, RateLimited):
                 wait = self._wait(state)
@@ -214,6 +239,7 @@ class OpenAIChatModel:
             before_sleep=_log_retry,
             reraise=True,
         )
+        self.breaker.check()  # known dead: fail now, not after minutes of backoff
         retries = -1
         started, working = time.monotonic(), 0.0
         async for attempt in attempts:
@@ -224,15 +250,24 @@ class OpenAIChatModel:
                     try:
                         done = await self._complete_once(messages, tools, on_event)
                     except Exception as e:
-                        mapped = model_error(e)
+                        mapped = e if isinstance(e, ModelError) else model_error(e)
                         if mapped is None:
                             raise
+                        self.failed_requests += 1
+                        why = wire.nobody_there(e)
+                        if why is None and isinstance(mapped, MalformedAnswer):
+                            why = str(mapped)
+                        if why is not None:
+                            self.breaker.failed(why)
                         if isinstance(mapped, RateLimited):
                             self.limit.rate_limited(generation)
+                        if mapped is e:
+                            raise
                         raise mapped from e
                     finally:
                         working += time.monotonic() - t0
                 self.limit.succeeded()
+                self.breaker.succeeded()
         done.retries = retries
         done.queued_s = max(0.0, time.monotonic() - started - working)
         return done
@@ -281,6 +316,7 @@ class OpenAIChatModel:
         usage: Any = None
         token_ids: list[int] = []
         logprobs: list[float] = []
+        seen = 0  # chunks
 
         async def emit(event: StreamEvent) -> None:
             if on_event is not None:
@@ -288,58 +324,112 @@ class OpenAIChatModel:
                 if inspect.isawaitable(maybe):
                     await maybe
 
-        async for chunk in stream:
-            out.response_id = out.response_id or chunk.id
-            usage = chunk.usage or usage  # a repeated trailing usage chunk: keep the last
-            prompt_ids = getattr(chunk, "prompt_token_ids", None)
-            if prompt_ids:
-                out.prompt_token_ids = list(prompt_ids)
-            for choice in chunk.choices:
-                usage = getattr(choice, "usage", None) or usage
-                token_ids.extend(getattr(choice, "token_ids", None) or ())
-                if choice.logprobs is not None and choice.logprobs.content:
-                    logprobs.extend(t.logprob for t in choice.logprobs.content)
-                delta = choice.delta
-                reasoning = getattr(delta, "reasoning_content", None) or getattr(
-                    delta, "reasoning", None
-                )
-                if reasoning or delta.content or delta.tool_calls:
-                    out.ttft_s = (
-                        out.ttft_s if out.ttft_s is not None else time.monotonic() - started
-                    )
-                if reasoning:
-                    out.reasoning_content += reasoning
-                    await emit(StreamEvent(kind="reasoning", text=reasoning))
-                if delta.content:
-                    out.content += delta.content
-                    await emit(StreamEvent(kind="content", text=delta.content))
-                for tc in delta.tool_calls or []:
-                    call = calls.get(tc.index)
-                    if call is None:
-                        call = calls[tc.index] = ToolCall(
-                            id=tc.id or "", name=(tc.function.name if tc.function else None) or ""
-                        )
-                        await emit(StreamEvent(kind="tool_call_started", tool_call=call))
-                    if tc.id and not call.id:
-                        call.id = tc.id
-                    if tc.function is not None:
-                        if tc.function.name and not call.name:
-                            call.name = tc.function.name
-                        call.arguments += tc.function.arguments or ""
-                if choice.finish_reason:
-                    out.finish_reason = choice.finish_reason
+        async for chunk in _chunks(stream, self.base_url):
+            seen += 1
+            events: list[StreamEvent] = []
+            try:  # the chunk's shape is the endpoint's; a wrong one is its error, not ours
+                usage = self._take(chunk, out, calls, usage, token_ids, logprobs, events, started)
+            except (AttributeError, TypeError, KeyError, ValueError) as e:
+                raise MalformedAnswer(
+                    f"{self.base_url} sent a chunk of the wrong shape ({type(e).__name__}: {e}): "
+                    f"{wire.describe(stream.response)}"
+                ) from e
+            for event in events:
+                await emit(event)
         if out.finish_reason is None:
+            if not seen:  # not one chunk: this is not a chat-completions stream
+                raise MalformedAnswer(
+                    f"{self.base_url} answered without a stream of chat-completion chunks: "
+                    f"{wire.describe(stream.response)}"
+                )
             raise StreamCut(f"stream of {out.response_id} ended without a finish reason")
         out.tool_calls = [calls[i] for i in sorted(calls)]
         out.token_ids = token_ids or None
         out.logprobs = logprobs or None
         for call in out.tool_calls:
             await emit(StreamEvent(kind="tool_call_finished", tool_call=call))
-        out.usage = _usage(usage)
+        try:
+            out.usage = _usage(usage)
+        except (AttributeError, TypeError, ValueError) as e:
+            raise MalformedAnswer(f"{self.base_url} sent usage of the wrong shape: {e}") from e
         out.cost_usd = self.price.cost(out.usage)
         out.latency_s = time.monotonic() - started
         await emit(StreamEvent(kind="usage", usage=out.usage))
         return out
+
+    @staticmethod
+    def _take(
+        chunk: Any,
+        out: Completion,
+        calls: dict[int, ToolCall],
+        usage: Any,
+        token_ids: list[int],
+        logprobs: list[float],
+        events: list[StreamEvent],
+        started: float,
+    ) -> Any:
+        """Fold one chunk into ``out`` (and ``calls``, ``token_ids``, ``logprobs``), adding
+        the events to emit to ``events``; returns the usage seen so far."""
+        out.response_id = out.response_id or chunk.id
+        usage = chunk.usage or usage  # a repeated trailing usage chunk: keep the last
+        prompt_ids = getattr(chunk, "prompt_token_ids", None)
+        if prompt_ids:
+            out.prompt_token_ids = list(prompt_ids)
+        for choice in chunk.choices:
+            usage = getattr(choice, "usage", None) or usage
+            token_ids.extend(getattr(choice, "token_ids", None) or ())
+            if choice.logprobs is not None and choice.logprobs.content:
+                logprobs.extend(t.logprob for t in choice.logprobs.content)
+            delta = choice.delta
+            reasoning = getattr(delta, "reasoning_content", None) or getattr(
+                delta, "reasoning", None
+            )
+            if reasoning or delta.content or delta.tool_calls:
+                out.ttft_s = out.ttft_s if out.ttft_s is not None else time.monotonic() - started
+            if reasoning:
+                out.reasoning_content += reasoning
+                events.append(StreamEvent(kind="reasoning", text=reasoning))
+            if delta.content:
+                out.content += delta.content
+                events.append(StreamEvent(kind="content", text=delta.content))
+            for tc in delta.tool_calls or []:
+                call = calls.get(tc.index)
+                if call is None:
+                    call = calls[tc.index] = ToolCall(
+                        id=tc.id or "", name=(tc.function.name if tc.function else None) or ""
+                    )
+                    events.append(StreamEvent(kind="tool_call_started", tool_call=call))
+                if tc.id and not call.id:
+                    call.id = tc.id
+                if tc.function is not None:
+                    if tc.function.name and not call.name:
+                        call.name = tc.function.name
+                    call.arguments += tc.function.arguments or ""
+            if choice.finish_reason:
+                out.finish_reason = choice.finish_reason
+        return usage
+
+
+async def _chunks(stream: Any, url: str) -> AsyncIterator[Any]:
+    """The chunks of ``stream``; what does not decode as a stream of JSON objects with a
+    list of choices (bytes that are not UTF-8, lines that are not JSON, another shape) is a
+    :class:`MalformedAnswer` quoting the first line that came back."""
+    chunks = stream.__aiter__()
+    while True:
+        try:
+            chunk = await chunks.__anext__()
+        except StopAsyncIteration:
+            return
+        except (UnicodeDecodeError, ValueError) as e:  # the SDK decodes each event as JSON
+            raise MalformedAnswer(
+                f"{url} sent what is not a stream of JSON chunks ({type(e).__name__}: {e}): "
+                f"{wire.describe(stream.response)}"
+            ) from e
+        if not isinstance(getattr(chunk, "choices", None), list):
+            raise MalformedAnswer(
+                f"{url} sent a chunk without a list of choices: {wire.describe(stream.response)}"
+            )
+        yield chunk
 
 
 def _log_retry(state: RetryCallState) -> None:

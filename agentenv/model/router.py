@@ -14,12 +14,15 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import anyio
 from pydantic import BaseModel
 
 from agentenv.errors import AllEndpointsDown, EndpointUnavailable, NoRoute
 from agentenv.log import get_logger
+from agentenv.model.breaker import breaker_of
 from agentenv.model.client import EventCallback, OpenAIChatModel
 from agentenv.model.endpoints import Endpoint
+from agentenv.model.probe import Health
 from agentenv.model.types import ChatModel, Completion, Route
 
 log = get_logger(__name__)
@@ -88,6 +91,10 @@ class Router:
             )
         return RoutedModel(self, allowed, task_id)
 
+    def models(self) -> list[ChatModel]:
+        """The clients made so far, one per endpoint used."""
+        return list(self._models.values())
+
     def model(self, endpoint: Endpoint) -> ChatModel:
         """The shared client for ``endpoint``."""
         if endpoint.name not in self._models:
@@ -95,8 +102,38 @@ class Router:
         return self._models[endpoint.name]
 
     def is_down(self, endpoint: Endpoint) -> bool:
-        """Whether ``endpoint`` failed recently enough to be skipped."""
+        """Whether ``endpoint`` failed recently enough to be skipped (its client gave up on
+        it, or its breaker is open)."""
+        breaker = breaker_of(self._models.get(endpoint.name))
+        if breaker is not None and breaker.open:
+            return True
         return self._down_until.get(endpoint.name, 0.0) > time.monotonic()
+
+    def down(self, tags: Sequence[str] = ()) -> str | None:
+        """Why no endpoint a task with ``tags`` may use answers, when that is so: each one's
+        breaker tripped (nobody there, not merely failing); ``None`` otherwise."""
+        reasons = []
+        for endpoint, _ in self.allowed(tags):
+            breaker = breaker_of(self._models.get(endpoint.name))
+            if breaker is None or not breaker.tripped:
+                return None
+            reasons.append(breaker.describe())
+        return "; ".join(reasons) or None
+
+    async def probe(self, *, timeout_s: float = 10.0) -> list[Health]:
+        """Probe every endpoint at once (those whose client can be probed): see
+        :mod:`agentenv.model.probe`. A dead one is skipped from now on."""
+        found: dict[str, Health] = {}
+
+        async def one(endpoint: Endpoint) -> None:
+            check = getattr(self.model(endpoint), "probe", None)
+            if check is not None:
+                found[endpoint.name] = await check(timeout_s=timeout_s)
+
+        async with anyio.create_task_group() as tg:
+            for endpoint in self.endpoints:
+                tg.start_soon(one, endpoint)
+        return [found[e.name] for e in self.endpoints if e.name in found]
 
     def mark_down(self, endpoint: Endpoint) -> None:
         """Skip ``endpoint`` for ``down_for_s`` (other episodes too)."""

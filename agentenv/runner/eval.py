@@ -72,6 +72,8 @@ class Progress(BaseModel):
     cost_usd: float = 0.0
     collected: int = 0  # containers and images of this job's killed runs removed at start
     budget_spent: bool = False  # no new episode starts: the job's --max-cost is reached
+    failed_requests: int = 0  # model requests that failed (retried or not) in this run
+    endpoint_notes: list[str] = []  # what the probe before the first episode found amiss
 
 
 def job_config(tasks: list[Task], settings: EpisodeSettings, *, samples: int = 1) -> JobConfig:
@@ -159,6 +161,11 @@ async def run_eval(
         cost_usd=sum(r.cost_usd for r in [*done.values(), *rerun.values()]),
     )
     budget = Budget(max_cost_usd, spent_usd=progress.cost_usd)
+    try:
+        progress.endpoint_notes = await check_endpoints(policies)
+    except JobStopped:
+        await policies.aclose()
+        raise
     # the process's run id (its sandboxes' label) and this call: one process may run a job
     # several times, and the job's wall time is counted per call
     this_run = f"{run_id()}.{uuid.uuid4().hex[:6]}"
@@ -223,14 +230,27 @@ async def run_eval(
             stopped_by.append(e)
             scope.cancel()
 
+    async def watch_requests() -> None:
+        # a failing endpoint shows on the console while episodes retry, not only when
+        # their retries are spent minutes later
+        while True:
+            await anyio.sleep(0.5)
+            failed = policies.failed_requests()
+            if failed != progress.failed_requests:
+                progress.failed_requests = failed
+                report()
+
     report()
     try:
         with job_scope(job_id(out)):
             # a finished episode's sandboxes are made as new for the next (a container's
             # create and remove cost far more than a recycle)
-            async with recycling(), anyio.create_task_group() as tg:
-                for task, sample in todo:
-                    tg.start_soon(or_stop, task, sample, tg.cancel_scope)
+            async with recycling(), anyio.create_task_group() as outer:
+                outer.start_soon(watch_requests)
+                async with anyio.create_task_group() as tg:
+                    for task, sample in todo:
+                        tg.start_soon(or_stop, task, sample, tg.cancel_scope)
+                outer.cancel_scope.cancel()
     finally:
         await policies.aclose()
     if stopped_by:
@@ -239,6 +259,28 @@ async def run_eval(
     # an episode a resume was to run again but did not (the budget spent) is its last line
     last = {**rerun, **done}
     return write_summary(out, list(last.values()), samples, config.tags, stopped=stopped)
+
+
+async def check_endpoints(policies: Policies) -> list[str]:
+    """Probe the job's model endpoints before the first episode (see
+    :mod:`agentenv.model.probe`): raise :class:`JobStopped` when none answers (resumable:
+    nothing ran) or one refuses the key; return what is amiss but not fatal (a dead
+    endpoint with a live fallback, a 404 on ``/models``), for the console."""
+    health = await policies.probe()
+    for h in health:
+        if h.auth_refused:
+            raise JobStopped(f"the model endpoint {h.endpoint} refused the key ({h.detail})")
+    dead = [h for h in health if not h.up]
+    if health and len(dead) == len(health):
+        said = "; ".join(f"{h.endpoint} {h.detail}" for h in dead)
+        raise JobStopped(
+            f"the model endpoint {said} (probed before the first episode; none ran)",
+            resumable=True,
+        )
+    notes = [f"{h.endpoint} {h.detail}" for h in health if h.detail]
+    for note in notes:
+        log.warning("eval.endpoint", note=note)
+    return notes
 
 
 MAX_RERUNS = 3  # runs of one episode ending in an infrastructure error before it is left as it is
@@ -344,6 +386,7 @@ __all__ = [
     "EpisodeSettings",
     "JobStopped",
     "Progress",
+    "check_endpoints",
     "collect_leftovers",
     "job_config",
     "job_id",

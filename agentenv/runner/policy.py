@@ -13,6 +13,7 @@ from agentenv.agent import policies
 from agentenv.errors import TaskError
 from agentenv.model.client import OpenAIChatModel
 from agentenv.model.endpoints import Endpoint, resolve_endpoint
+from agentenv.model.probe import Health
 from agentenv.model.router import Router
 from agentenv.model.types import ChatModel
 from agentenv.tasks import Task
@@ -61,6 +62,22 @@ class Policies:
         if self.spec == "null" or self.router is None:
             return policies.null()
         return self.router.for_task(task.tags, task_id=task.id)
+
+    async def probe(self, *, timeout_s: float = 10.0) -> list[Health]:
+        """Probe each endpoint once (none for ``oracle``, ``null`` and ``command:``); a dead
+        one is skipped from now on, so that episodes start on the fallback if there is one."""
+        return [] if self.router is None else await self.router.probe(timeout_s=timeout_s)
+
+    def down(self, task: Task) -> str | None:
+        """Why no endpoint that ``task`` may use answers, when that is so (see
+        :meth:`Router.down`): the job should stop rather than start more episodes."""
+        return None if self.router is None else self.router.down(task.tags)
+
+    def failed_requests(self) -> int:
+        """Model requests that failed so far (retried or not), over every endpoint."""
+        if self.router is None:
+            return 0
+        return sum(getattr(m, "failed_requests", 0) for m in self.router.models())
 
     async def aclose(self) -> None:
         """Close the endpoint clients."""

@@ -208,6 +208,11 @@ async def run_episode_with_retries(
                 continue
             if rule.stop_job:
                 raise JobStopped(f"{outcome}: {type(e).__name__}: {e}") from e
+            # nobody answers at any endpoint this task may use: every episode would wait
+            # out its retries alike, so the job stops (a resume runs what did not finish)
+            down = policies.down(task) if outcome == "endpoint_down" else None
+            if down is not None:
+                raise JobStopped(f"the model endpoint {down}", resumable=True) from e
             if rule.retry and attempt < attempts:
                 continue
             wall_s = time.monotonic() - started
