@@ -56,6 +56,11 @@ def first_line(response: Any) -> str:
     """The first line of what ``response`` has sent so far, as text a person can read
     (bytes that are not UTF-8 shown escaped); ``""`` when nothing was kept."""
     head = getattr(getattr(response, "stream", None), "head", b"")
+    if not head:  # a body given whole (not streamed) is already the response's content
+        try:
+            head = bytes(response.content[:HEAD_BYTES])
+        except Exception:  # not read: nothing was kept
+            head = b""
     line = head.lstrip().split(b"\n", 1)[0].rstrip(b"\r")
     text = line.decode("utf-8", "backslashreplace")
     return text if len(text) <= 160 else text[:160] + "…"
@@ -65,7 +70,7 @@ def describe(response: Any) -> str:
     """``HTTP 200 (text/html), first line '…'``: what the endpoint answered."""
     kind = response.headers.get("content-type", "no content type")
     line = first_line(response)
-    said = f", first line {line!r}" if line else ", an empty body"
+    said = f", first line '{line}'" if line else ", an empty body"
     return f"HTTP {response.status_code} ({kind}){said}"
 
 

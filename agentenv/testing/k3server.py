@@ -44,10 +44,15 @@ class ScriptedToolCall(BaseModel):
 class Fault(BaseModel):
     """A failure to inject into one request: an HTTP error (429 with ``retry_after_s``,
     500, 503; 401 and 403 as a refused key or account), a ``stall`` (no answer for
-    ``stall_s``), a ``cut`` stream (the connection drops after a few chunks), or
-    ``malformed`` tool-call arguments (cut in half)."""
+    ``stall_s``), a ``cut`` stream (the connection drops after a few chunks),
+    ``malformed`` tool-call arguments (cut in half), or an answer that is not the wire
+    format at all: an ``html`` page, a stream with ``bad_utf8`` bytes, ``bad_json`` lines, or
+    chunks of a ``bad_shape`` (what a wrong URL or a broken proxy sends)."""
 
-    kind: Literal["401", "403", "429", "500", "503", "stall", "cut", "malformed"]
+    kind: Literal[
+        "401", "403", "429", "500", "503", "stall", "cut", "malformed",
+        "html", "bad_utf8", "bad_json", "bad_shape",
+    ]  # fmt: skip
     retry_after_s: float = 0.05
     stall_s: float = 30.0
 
@@ -480,7 +485,19 @@ class Reply:
         )
 
 
+GARBAGE = {
+    "html": b"<!DOCTYPE html>\n<html><body>It works!</body></html>\n",
+    "bad_utf8": b"data: \xff\xfe\x00 not text\n\n",
+    "bad_json": b"data: {choices: [\n\n",
+    "bad_shape": b'data: {"id": "x", "choices": "none"}\n\n',
+}
+"""The first bytes of each kind of answer that is not the wire format."""
+
+
 def _fault_reply(fault: Fault) -> Reply:
+    if fault.kind in GARBAGE:
+        kind = "text/html" if fault.kind == "html" else "text/event-stream"
+        return Reply(status=200, headers={"Content-Type": kind}, body=GARBAGE[fault.kind])
     if fault.kind == "stall":
         return Reply(stall_s=fault.stall_s)
     if fault.kind == "429":
