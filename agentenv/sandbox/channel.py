@@ -17,6 +17,7 @@ import importlib.util
 import inspect
 import json
 import marshal
+import os
 import struct
 from pathlib import Path
 from typing import IO, Any, Protocol
@@ -143,6 +144,24 @@ class ExecutorGone(Exception):
         self.stderr = stderr
 
 
+HANDSHAKE_S = 30.0
+"""How long a new executor may take to answer on an idle host (it takes ~40 ms): past it,
+something in the sandbox holds it (a frozen cgroup, a python3 that never reads)."""
+
+
+def handshake_s(load: float | None = None, cores: int | None = None) -> float:
+    """How long to wait for a new executor's first answer: :data:`HANDSHAKE_S` times the
+    host's runnable processes per core (``load``, its one-minute load average, over
+    ``cores``) where there are more than one. A process starting in a sandbox waits its
+    turn for a core like any other: with hundreds of sandboxes starting at once on two
+    cores, an executor's ~40 ms of CPU can take longer than a fixed deadline allows, and
+    the episode would fail for the host's load alone."""
+    if load is None:
+        load = os.getloadavg()[0]
+    cores = cores or os.cpu_count() or 1
+    return HANDSHAKE_S * max(1.0, load / cores)
+
+
 class ExecutorChannel:
     """One running executor process in a sandbox."""
 
@@ -161,14 +180,21 @@ class ExecutorChannel:
 
     async def _handshake(self) -> None:
         """Send the executor its source and wait for it to answer a ping; raises
-        :class:`ExecutorGone` when it cannot run (no ``python3``)."""
+        :class:`ExecutorGone` when it cannot run (no ``python3``), and ``TimeoutError``
+        saying how long it waited when it does not answer (see :func:`handshake_s`)."""
+        wait_s = handshake_s()
         try:
-            with anyio.fail_after(30):
+            with anyio.move_on_after(wait_s):
                 await self._stream.send(_executor_payload())
                 await self._send({"op": "ping"})
                 reply, _ = await self._read()
-            if reply.get("type") != "result":
+                if reply.get("type") == "result":
+                    return
                 raise ExecutorGone(f"unexpected answer to ping: {reply}")
+            raise TimeoutError(
+                f"a new executor did not answer within {wait_s:.0f} s (host load "
+                f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)"
+            )
         except StreamClosed as e:
             self.close()
             raise ExecutorGone(f"executor did not start: {e}", bytes(self._stream.stderr)) from e

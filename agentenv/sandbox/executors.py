@@ -71,8 +71,12 @@ class Executors:
         self._closed = False
 
     async def prime(self) -> None:
-        """Start the first executor now; raises :class:`ExecutorGone` if none can run."""
-        self._idle.append(await self._start())
+        """Start the first executor now; raises :class:`ExecutorGone` if none can run, and
+        the explained error (a :class:`SandboxError`) if it does not answer in time."""
+        try:
+            self._idle.append(await self._start())
+        except TimeoutError as e:  # not the image's fault (ExecutorGone): the sandbox's
+            raise await self._explain(e) from e
 
     def trim(self) -> None:
         """Close idle executors but one: the extras a burst of concurrent commands opened

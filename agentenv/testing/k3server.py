@@ -116,6 +116,17 @@ def _missing_reasoning(messages: list[dict[str, Any]]) -> int | None:
     return None
 
 
+class _Listener(ThreadingHTTPServer):
+    """The HTTP server, with a listen backlog as deep as the host allows (the kernel caps
+    it at ``net.core.somaxconn``). A job's episodes connect in bursts: hundreds of streams
+    at once, of which the ``openai`` client keeps only 100 connections alive, reconnect
+    together. The standard library's backlog of 5 overflowed then, the kernel answered
+    with SYN cookies, and the connections whose cookie failed were reset: the client saw
+    ``APIConnectionError: Connection error.`` from a server that was merely busy."""
+
+    request_queue_size = socket.SOMAXCONN
+
+
 class K3Server:
     """Serves ``/v1/chat/completions`` and ``/v1/models`` from a script: on 127.0.0.1
     inside ``with`` (``base_url`` is what the ``openai`` client wants), or in this process
@@ -166,7 +177,7 @@ class K3Server:
         return f"http://{host}:{port}/v1"
 
     def __enter__(self) -> K3Server:
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", self._port), self._handler())
+        self._httpd = _Listener(("127.0.0.1", self._port), self._handler())
         host, port = self._httpd.server_address[:2]
         self._address = (str(host), int(port))
         threading.Thread(target=self._httpd.serve_forever, daemon=True).start()

@@ -156,6 +156,24 @@ class Job:
         return found
 
 
+def retried_errors(job: Job) -> list[str]:
+    """What was retried in ``job``, for an assertion message: each failed episode attempt
+    (log.jsonl's ``episode.failed``: task, sample, attempt, outcome, error), each model
+    request the client retried (``model.retry``), and each line a resume ran again."""
+    said = [
+        f"{e.get('task')}/{e.get('sample')} attempt {e.get('attempt')}: "
+        f"{e.get('outcome')}: {e.get('error')}"
+        for e in job.log_events("episode.failed")
+    ]
+    said += [f"model request retried: {e.get('error')}" for e in job.log_events("model.retry")]
+    said += [
+        f"{ln['task_id']}/{ln['sample']} line: {ln['outcome']}: {ln.get('error')}"
+        for ln in job.lines()
+        if ln["outcome"] != "graded"
+    ]
+    return said
+
+
 def wait_until(condition: Callable[[], bool], timeout: float = 120, what: str = "") -> None:
     """Poll ``condition`` until it holds."""
     deadline = time.monotonic() + timeout

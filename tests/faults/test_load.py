@@ -10,7 +10,7 @@ from pathlib import Path
 
 from agentenv.testing import K3Server
 from tests.faults.engine import PrivateEngine
-from tests.faults.scenario import Job, make_tasks, settle, three_turns
+from tests.faults.scenario import Job, make_tasks, retried_errors, settle, three_turns
 
 TASKS, SAMPLES = 150, 2  # 300 episodes, all at once
 RUNNER_MIB = 2048  # the runner process
@@ -58,7 +58,9 @@ def test_300_episodes_at_once_against_a_slow_model(engine: PrivateEngine, tmp_pa
     assert code == 0, job.outputs[-1][1][-3000:]
     figures = f"runner RSS peak {peak[0] >> 20} MiB, engine answered within {slowest[0]:.2f} s"
     row = settle(f"300 episodes at once, 3 s to first token ({figures})", job, TASKS, SAMPLES, b"")
-    assert row.retried == 0, "nothing should have failed under load alone"
+    assert row.retried == 0, "nothing should have failed under load alone:\n" + "\n".join(
+        retried_errors(job)
+    )
     assert peak[0] < RUNNER_MIB << 20, f"runner RSS peaked at {peak[0] >> 20} MiB"
     assert slowest[0] < ENGINE_S, f"the engine took {slowest[0]:.1f} s to answer"
     print(f"runner peak RSS {peak[0] >> 20} MiB; slowest engine answer {slowest[0]:.2f} s")
