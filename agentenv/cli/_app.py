@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 from rich.markup import escape
+from rich.table import Table
 
 from agentenv import log
 
@@ -24,6 +25,12 @@ app.add_typer(images_app, name="images")
 app.add_typer(sandbox_app, name="sandbox")
 out = Console()
 err = Console(stderr=True)
+
+
+def print_wide(table: Table) -> None:
+    """Print ``table`` to stdout; to a pipe or a log, at least 140 columns wide (not
+    squeezed to the 80 columns rich assumes when it is not a terminal)."""
+    (out if out.is_terminal else Console(width=max(out.width, 140))).print(table)
 
 
 @app.callback()

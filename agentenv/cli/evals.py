@@ -8,21 +8,13 @@ from typing import Annotated
 
 import anyio
 import typer
-from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
 from agentenv import log
-from agentenv.cli._app import ExitCode, _fail, _warn, app, err, out
+from agentenv.cli._app import ExitCode, _fail, _warn, app, err, out, print_wide
 from agentenv.errors import NoRoute
 from agentenv.runner.summary import Row
 from agentenv.sandbox import SandboxError
-
-
-def _print_wide(table: Table) -> None:
-    # a table read in a log or a pipe should not be squeezed to 80 columns
-    (out if out.is_terminal else Console(width=max(out.width, 140))).print(table)
-
 
 ModelOption = Annotated[
     str,
@@ -111,7 +103,7 @@ def eval_(
             rows = anyio.run(regrade, regrade_dir)
         except (OSError, TaskError, SandboxError) as e:
             raise _fail(str(e)) from e
-        _print_wide(summary_table(rows, f"{regrade_dir} (regraded)"))
+        print_wide(summary_table(rows, f"{regrade_dir} (regraded)"))
         return
     if not paths:
         raise _fail("give task folders (or a folder of them, such as environments/)")
@@ -272,7 +264,7 @@ def eval_(
         lines.print()  # the last state, whatever the step
     many = ("s" if len(tasks) != 1 else "", "s" if samples != 1 else "")
     title = f"{len(tasks)} task{many[0]} × {samples} sample{many[1]} with {model}"
-    _print_wide(summary_table(rows, title))
+    print_wide(summary_table(rows, title))
     out.print(phase_line(rows[-1]), highlight=False, soft_wrap=True)
     out.print(
         f"results in {folder}/ (results.jsonl, trajectories/, summary.json, log.jsonl)",
@@ -316,14 +308,14 @@ def report(
     if failures:
         failed = sum(not r.passed for r in results)
         if failed:
-            _print_wide(failures_table(results, f"{title}, {failed} not passed"))
+            print_wide(failures_table(results, f"{title}, {failed} not passed"))
         else:
             out.print(f"{title}: every one passed", highlight=False, soft_wrap=True)
         return
     rows = write_summary(folder, results, config.samples, config.tags, stopped=_stopped(folder))
     if totals:
         rows = [r for r in rows if r.kind != "task"]
-    _print_wide(summary_table(rows, title))
+    print_wide(summary_table(rows, title))
     out.print(phase_line(rows[-1]), highlight=False, soft_wrap=True)
 
 

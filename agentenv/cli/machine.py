@@ -23,6 +23,7 @@ from agentenv.cli._app import (
     err,
     images_app,
     out,
+    print_wide,
     sandbox_app,
 )
 from agentenv.sandbox import (
@@ -204,9 +205,14 @@ def _age(seconds: float) -> str:
 
 def _print_rows(rows: list[Leftover], title: str) -> None:
     now = dt.datetime.now().timestamp()
-    table = Table(
-        "kind", "id", "name", "status", "run", "owner", "age", "expires in", "stale", title=title
-    )
+    table = Table(title=title)
+    # the id is what gets copied into docker and agentenv commands: never cut, the other
+    # columns fold to make room
+    for name in ("kind", "id", "name", "status", "run", "owner", "age", "expires in", "stale"):
+        if name == "id":
+            table.add_column(name, no_wrap=True, min_width=12)
+        else:
+            table.add_column(name, overflow="fold")
     for r in rows:
         table.add_row(
             r.kind,
@@ -219,7 +225,7 @@ def _print_rows(rows: list[Leftover], title: str) -> None:
             _age(r.expires - now) if r.expires > now else "expired",
             r.stale or "",
         )
-    out.print(table)
+    print_wide(table)
 
 
 def _print_json(rows: list[Leftover]) -> None:

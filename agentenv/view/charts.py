@@ -93,6 +93,17 @@ def phases(total: Row) -> bytes:
     return _svg(figure)
 
 
+def _costless(rows: Sequence[Row]) -> bool:
+    """Nothing to chart in dollars: every task cost 0 (an oracle's job, a local model)."""
+    return not any(_plain(r.cost_usd) for r in rows if r.kind == "task")
+
+
+def left_out(rows: Sequence[Row]) -> list[str]:
+    """Why charts :func:`job_charts` draws for other jobs are not drawn for this one: an
+    empty frame says nothing, a sentence does."""
+    return ["no cost to chart: every episode cost $0"] if _costless(rows) else []
+
+
 def job_charts(rows: Sequence[Row]) -> dict[str, tuple[str, bytes]]:
     """File name -> (what it shows, SVG) for a job's summary rows (tasks, tags, total)."""
     import matplotlib
@@ -117,15 +128,14 @@ def _charts(rows: Sequence[Row]) -> dict[str, tuple[str, bytes]]:
                 top=1.0,
             ),
         ),
-        "cost.svg": (
-            "cost per task",
-            bars("cost per task", names, [r.cost_usd for r in tasks], "dollars"),
-        ),
-        "time.svg": (
-            "time per task",
-            bars("time per task (episodes summed)", names, [r.wall_s for r in tasks], "seconds"),
-        ),
     }
+    if not _costless(rows):  # all zero: an empty frame; left_out() says so instead
+        costs = [r.cost_usd for r in tasks]
+        charts["cost.svg"] = ("cost per task", bars("cost per task", names, costs, "dollars"))
+    charts["time.svg"] = (
+        "time per task",
+        bars("time per task (episodes summed)", names, [r.wall_s for r in tasks], "seconds"),
+    )
     if tags:
         charts["tags.svg"] = (
             "pass rate per tag",

@@ -48,6 +48,15 @@ class Episode(BaseModel):
             return "error"
         return "passed" if self.result.passed else "failed"
 
+    @property
+    def ended(self) -> str:
+        """How it ended, beside its status: what went wrong for an error (its outcome), how
+        the agent stopped for a graded episode (``submitted``, ``max_turns``, ...; "—" for a
+        line that does not say)."""
+        if self.result.outcome != "graded":
+            return self.result.outcome
+        return self.result.stop_reason or "—"
+
 
 class RepoEpisode(BaseModel):
     """One repo of a refactor job, and where its trajectory and patch are."""
@@ -230,6 +239,7 @@ def _episode(trajectory: Trajectory, path: Path, name: str, sample: int) -> Epis
         outcome="graded" if graded else "crash",
         reward=trajectory.reward,
         passed=bool(trajectory.score and trajectory.score.passed),
+        stop_reason=trajectory.stop_reason,
         error=trajectory.error,
         turns=len(trajectory.turns),
         wall_s=trajectory.wall_s,

@@ -97,7 +97,7 @@ _COLUMNS = (
     "tokens out",
     "cost",
     "wall",
-    "outcome",
+    "ended",  # how, beside the status: the error's kind, or how the agent stopped
 )
 
 
@@ -118,7 +118,7 @@ def _row(ep: Episode, rl: bool) -> str:
         (f"{r.completion_tokens:,}", r.completion_tokens),
         (_money(r.cost_usd), r.cost_usd),
         (f"{r.wall_s:.1f} s", r.wall_s),
-        (r.outcome, r.outcome),
+        (ep.ended, ep.ended),
         *extra,
     ]
     link = f"episodes/{e(ep.key)}.html"
@@ -129,27 +129,29 @@ def _row(ep: Episode, rl: bool) -> str:
         for i, (text, key) in enumerate(cells)
     )
     return (
-        f"<tr class='{ep.status}' data-status='{ep.status}' data-outcome='{e(r.outcome)}' "
+        f"<tr class='{ep.status}' data-status='{ep.status}' data-outcome='{e(ep.ended)}' "
         f"data-text='{e((r.task_id + ' ' + ' '.join(ep.tags)).lower())}'>{tds}</tr>"
     )
 
 
-def _charts(charts: list[tuple[str, str]], missing: str | None) -> str:
+def _charts(charts: list[tuple[str, str]], missing: str | None, notes: Sequence[str]) -> str:
     if missing:
         return f"<p class='note'>{e(missing)}</p>"
     images = "".join(
         f"<figure><img src='{e(src)}' alt='{e(what)}'></figure>" for src, what in charts
     )
-    return f"<section class='charts'>{images}</section>" if images else ""
+    said = "".join(f"<p class='note'>{e(note)}</p>" for note in notes)
+    return (f"<section class='charts'>{images}</section>" if images else "") + said
 
 
-def _filters(outcomes: Sequence[str], text_label: str) -> str:
-    """The table's controls (view.js finds them by id): status, outcome, free text."""
+def _filters(outcomes: Sequence[str], text_label: str, outcome_label: str = "outcome") -> str:
+    """The table's controls (view.js finds them by id): status, outcome (the rows'
+    ``data-outcome``, named ``outcome_label``), free text."""
     return (
         "<div class='filters'>"
         "<label>show <select id='status'><option value=''>all</option>"
         "<option>passed</option><option>failed</option><option>error</option></select></label>"
-        "<label>outcome <select id='outcome'><option value=''>any</option>"
+        f"<label>{e(outcome_label)} <select id='outcome'><option value=''>any</option>"
         + "".join(f"<option>{e(o)}</option>" for o in outcomes)
         + "</select></label>"
         f"<label>{e(text_label)} <input id='text' type='search' placeholder='filter'></label>"
@@ -162,16 +164,18 @@ def job_page(
     rows: list[Row],
     charts: list[tuple[str, str]],
     missing: str | None = None,
+    notes: Sequence[str] = (),
     *,
     refresh_s: float | None = None,
 ) -> str:
     """The job's page: its summary (``rows`` from :func:`summarize`, the total last), its
-    charts (``(file, what it shows)``, or ``missing`` saying why there are none), and every
-    episode, sortable and filterable; reloading itself every ``refresh_s`` if given."""
+    charts (``(file, what it shows)``, or ``missing`` saying why there are none; ``notes``
+    say why some were left out), and every episode, sortable and filterable; reloading
+    itself every ``refresh_s`` if given."""
     k = max(job.samples, 1)
     total = rows[-1] if rows else None
-    outcomes = sorted({ep.result.outcome for ep in job.episodes})
-    filters = _filters(outcomes, "task or tag")
+    outcomes = sorted({ep.ended for ep in job.episodes})
+    filters = _filters(outcomes, "task or tag", "ended")
     rl = any(ep.group is not None for ep in job.episodes)
     columns = (*_COLUMNS, "group", "advantage") if rl else _COLUMNS
     head = "".join(f"<th data-col='{i}'>{e(c)}</th>" for i, c in enumerate(columns))
@@ -184,7 +188,7 @@ def job_page(
     body = (
         f"<h1>{e(title)}</h1>"
         + (_summary(total, k) if total else "<p>No finished episode yet.</p>")
-        + _charts(charts, missing)
+        + _charts(charts, missing, notes)
         + filters
         + table
     )
@@ -230,6 +234,39 @@ def _arguments(raw: str) -> str:
     except (ValueError, RecursionError):
         return raw  # shown as the model sent it: a malformed call is worth seeing
     return pretty if len(pretty) <= 4 * len(raw) + 1000 else raw
+
+
+def _call(raw: str) -> str:
+    """A tool call's arguments as HTML. An object with a string of several lines in it (a
+    ``write_file``'s content, a script) is shown argument by argument, its one-line values
+    first (a path), then each string of several lines as a block with its lines kept;
+    anything else as :func:`_arguments` gives it."""
+    try:
+        parsed = json.loads(raw) if len(raw) <= MAX_SHOWN else None
+        if not isinstance(parsed, dict):
+            raise ValueError("not an object")
+        blocks = {k: v for k, v in parsed.items() if isinstance(v, str) and "\n" in v}
+        if not blocks:
+            raise ValueError("nothing of several lines")
+        lines = {
+            k: v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)
+            for k, v in parsed.items()
+            if k not in blocks
+        }
+    except (ValueError, RecursionError):
+        return f"<pre>{e(_clip(_arguments(raw)))}</pre>"
+    return (
+        "<div class='args'>"
+        + "".join(
+            f"<div class='arg'><span class='key'>{e(k)}</span> <code>{e(_clip(v))}</code></div>"
+            for k, v in lines.items()
+        )
+        + "".join(
+            f"<div class='arg'><span class='key'>{e(k)}</span>{_fold(v)}</div>"
+            for k, v in blocks.items()
+        )
+        + "</div>"
+    )
 
 
 def _message(message: dict[str, Any]) -> str:
@@ -282,7 +319,7 @@ def _turn(number: int, turn: Turn) -> str:
     for call in c.tool_calls:
         parts.append(
             f"<div class='call'><div class='name'>→ {e(call.name)}</div>"
-            f"<pre>{e(_clip(_arguments(call.arguments)))}</pre></div>"
+            f"{_call(call.arguments)}</div>"
         )
         if call.id in results:
             parts.append(_result(results.pop(call.id)))
@@ -332,7 +369,7 @@ def episode_page(
     title = f"{r.task_id} #{r.sample}"
     facts = (
         f"{episode.status} · reward {'—' if r.reward is None else f'{r.reward:.2f}'} · "
-        f"{r.turns} turns · {_money(r.cost_usd)} · {r.wall_s:.1f} s · {r.outcome}"
+        f"{r.turns} turns · {_money(r.cost_usd)} · {r.wall_s:.1f} s · {episode.ended}"
     )
     if episode.group is not None:
         facts += f" · group {episode.group}"

@@ -13,7 +13,7 @@ from agentenv.agent.trajectory import Trajectory
 from agentenv.log import get_logger
 from agentenv.runner.summary import summarize
 from agentenv.view import files, pages
-from agentenv.view.charts import job_charts
+from agentenv.view.charts import job_charts, left_out
 from agentenv.view.files import Refused, real_folder, write_file
 from agentenv.view.job import Episode, Job, NotAJob, load_job, load_trajectory
 from agentenv.view.pages import episode_page, job_page, refactor_page, repo_page
@@ -118,6 +118,7 @@ def build_site(
     rows = summarize(results, max(job.samples, 1), tags) if results else []
     shown: list[tuple[str, str]] = []  # (file, what it shows)
     missing = None
+    notes: list[str] = []  # charts not drawn for this job, and why
     charts = real_folder(out / "charts")
     if rows:
         try:
@@ -132,11 +133,12 @@ def build_site(
             for name, (what, svg) in drawn.items():
                 write_file(charts / name, svg)
                 shown.append((f"charts/{name}", what))
+            notes = left_out(rows)
     _remove_stale(charts, {name.removeprefix("charts/") for name, _ in shown}, ".svg")
     for partials in (out, assets):
         _remove_stale(partials, set(), ".partial")
     index = out / "index.html"
-    _write(index, job_page(job, rows, shown, missing, refresh_s=refresh_s))
+    _write(index, job_page(job, rows, shown, missing, notes, refresh_s=refresh_s))
     return index
 
 

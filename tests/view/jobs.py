@@ -59,9 +59,9 @@ def trajectory(task_id: str, passed: bool, turns: int = 2) -> Trajectory:
     return traj
 
 
-def write_job(folder: Path, tasks: list[str], samples: int = 2) -> None:
+def write_job(folder: Path, tasks: list[str], samples: int = 2, cost_usd: float = 0.0062) -> None:
     """A finished eval job: every task × sample, the last task's last sample an error, the
-    first task's first trajectory cut off mid-write."""
+    first task's first trajectory cut off mid-write; each episode costs ``cost_usd``."""
     folder.mkdir(parents=True)
     config = JobConfig(
         model="kimi-k3",
@@ -87,6 +87,7 @@ def write_job(folder: Path, tasks: list[str], samples: int = 2) -> None:
                     outcome="sandbox_lost" if errored else "graded",
                     reward=None if errored else traj.reward,
                     passed=passed and not errored,
+                    stop_reason=None if errored else "submitted" if passed else "max_turns",
                     error="SandboxUnavailable: the container died" if errored else None,
                     turns=len(traj.turns),
                     wall_s=3.2,
@@ -95,7 +96,7 @@ def write_job(folder: Path, tasks: list[str], samples: int = 2) -> None:
                     prompt_tokens=2001,
                     cached_tokens=1600,
                     completion_tokens=100,
-                    cost_usd=0.0062,
+                    cost_usd=cost_usd,
                     phases={"model": 3.0, "tools": 0.04, "verify": 0.16},
                 ),
             )

@@ -66,6 +66,12 @@ def test_a_filter_hides_passed_episodes(browser: webdriver.Chrome, site: Path) -
     Select(browser.find_element(By.ID, "status")).select_by_visible_text("failed")
     assert set(_visible_rows(browser)) == {"failed"}
     Select(browser.find_element(By.ID, "status")).select_by_visible_text("all")
+    ended = Select(browser.find_element(By.ID, "outcome"))  # how it ended: beside the status
+    ended.select_by_visible_text("sandbox_lost")
+    assert _visible_rows(browser) == ["error"]
+    ended.select_by_visible_text("max_turns")
+    assert set(_visible_rows(browser)) == {"failed"}
+    ended.select_by_visible_text("any")
     browser.find_element(By.ID, "text").send_keys("odd")
     assert len(_visible_rows(browser)) == 2
     browser.refresh()  # a running job's page reloads itself: the filter stays

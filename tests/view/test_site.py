@@ -4,6 +4,9 @@ off the machine, and a broken input is named, not a crash."""
 
 from __future__ import annotations
 
+import html
+import json
+import re
 import subprocess
 import sys
 from html.parser import HTMLParser
@@ -12,6 +15,7 @@ from xml.etree import ElementTree
 
 import pytest
 
+from agentenv.model.types import ToolCall
 from agentenv.view import build_site
 from agentenv.view.job import NotAJob
 from tests.view.jobs import HOSTILE, REASONING, trajectory, write_job
@@ -165,3 +169,67 @@ def test_without_matplotlib_the_site_says_so(
     index = build_site(tmp_path / "job")
     assert "charts need matplotlib" in index.read_text(encoding="utf-8")
     assert not list(index.parent.glob("charts/*.svg"))
+
+
+def _cells(index: Path) -> list[list[str]]:
+    """The episodes table's rows, each a list of its cells' text."""
+    body = index.read_text(encoding="utf-8").split("<tbody>", 1)[1].split("</tbody>", 1)[0]
+    return [
+        [
+            html.unescape(re.sub("<[^>]+>", "", cell))
+            for cell in re.findall("<td[^>]*>(.*?)</td>", row)
+        ]
+        for row in re.findall("<tr[^>]*>(.*?)</tr>", body)
+    ]
+
+
+def test_the_table_says_the_status_once_and_how_each_episode_ended(site: Path) -> None:
+    text = site.read_text(encoding="utf-8")
+    head = re.findall("<th data-col=[^>]*>(.*?)</th>", text)
+    assert head.count("status") == 1 and "outcome" not in head and "ended" in head
+    ended = head.index("ended")
+    rows = _cells(site)
+    assert len(rows) == len(TASKS) * 2
+    by_status = {(row[head.index("status")], row[ended]) for row in rows}
+    # passed and failed say how the agent stopped; the error says what went wrong
+    assert by_status == {
+        ("passed", "submitted"),
+        ("failed", "max_turns"),
+        ("error", "sandbox_lost"),
+    }
+    assert "graded" not in {cell for row in rows for cell in row}
+    options = re.search("<select id='outcome'>(.*?)</select>", text).group(1)  # type: ignore[union-attr]
+    assert re.findall("<option>(.*?)</option>", options) == [
+        "max_turns",
+        "sandbox_lost",
+        "submitted",
+    ]
+    errored = (site.parent / "episodes" / "t2--1.html").read_text(encoding="utf-8")
+    assert "error · reward — · 2 turns" in errored and "sandbox_lost" in errored
+
+
+def test_a_written_files_content_is_a_block_of_lines(tmp_path: Path) -> None:
+    traj = trajectory("writes", passed=True, turns=1)
+    content = f"def total(xs):\n    return sum(xs)\n{HOSTILE}\n"
+    traj.turns[0].completion.tool_calls[0] = ToolCall(
+        id="c0",
+        name="write_file",
+        arguments=json.dumps({"path": "src/total.py", "content": content, "mode": 420}),
+    )
+    (tmp_path / "run.json").write_text(traj.model_dump_json())
+    index = build_site(tmp_path / "run.json")
+    page = next((index.parent / "episodes").iterdir()).read_text(encoding="utf-8")
+    call = page.split("<div class='call'>", 1)[1].split("<div class='result", 1)[0]
+    # the path, then the content as written: its lines kept, its markup escaped
+    assert call.index("src/total.py") < call.index("def total")
+    assert f"<pre>{html.escape(content, quote=True)}</pre>" in call
+    assert "\\n" not in call and "420" in call
+
+
+def test_a_job_that_cost_nothing_has_no_cost_chart(tmp_path: Path) -> None:
+    write_job(tmp_path / "oracle", ["a", "b"], cost_usd=0.0)
+    index = build_site(tmp_path / "oracle")
+    images = [u for u in _parse(index).urls if u.endswith(".svg")]
+    assert "charts/reward.svg" in images and "charts/cost.svg" not in images
+    assert not (index.parent / "charts" / "cost.svg").exists()
+    assert "no cost to chart" in index.read_text(encoding="utf-8")
