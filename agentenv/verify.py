@@ -196,8 +196,9 @@ class OutputsCheck(_Check):
     ignored), ``lines`` (the same lines in any order, blank ones ignored) or ``exact``.
     ``build`` (a bash command, run as the agent's user in the workdir) runs first; when it
     fails, every case fails. The reward is the weighted fraction of cases passed (and whose
-    ``requires`` passed) with ``partial``, else all or nothing. A missing or invalid cases file
-    is a verifier error."""
+    ``requires`` passed) with ``partial``, else all or nothing. Loading the task refuses a
+    missing or invalid cases file (:mod:`agentenv.cases` reads it, fields in
+    ``docs/formats.md``); one that went bad after loading is a verifier error."""
 
     kind: Literal["outputs"]
     cases: str

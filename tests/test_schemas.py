@@ -1,6 +1,7 @@
 """The JSON Schemas of the formats a user writes or reads are generated from the models that
 parse them: the files shipped in the package and in docs/formats/ are what the models say
-now, files that the parsers accept validate against them, and a misspelt field fails both."""
+now, files that the parsers accept (the bundled tasks', docs/formats.md's examples) validate
+against them, and a misspelt field fails both."""
 
 from __future__ import annotations
 
@@ -85,3 +86,17 @@ def test_agentenv_schema_prints_the_shipped_files() -> None:
     )
     unknown = subprocess.run([*run, "casez"], capture_output=True, text=True, timeout=120)
     assert unknown.returncode == 2 and "no format 'casez'" in unknown.stderr
+
+
+def test_the_examples_of_docs_formats_md_are_valid() -> None:
+    text = (ROOT / "docs" / "formats.md").read_text()
+    sections = {s.split("\n", 1)[0]: s for s in text.split("\n## ")[1:]}
+    blocks = {
+        name: [b.split("\n", 1)[1] for b in sections[title].split("```json")[1:]]
+        for name, title in (("cases", "cases.json"), ("script", "serve-model --script"))
+    }
+    assert len(blocks["cases"]) == 2 and len(blocks["script"]) == 1
+    for name, found in blocks.items():
+        for block in found:
+            value = json.loads(block.split("```", 1)[0])
+            assert valid(name, value) == [], (name, block)
