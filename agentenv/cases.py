@@ -5,14 +5,13 @@ anything runs) and the verifier use. The file stays on the host; see
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from agentenv.problems import Problem, Problems, from_json, from_validation
+from agentenv.problems import Problem, Problems, from_validation, read_json_list
 
 if TYPE_CHECKING:
     from agentenv.verify import OutputsCheck
@@ -80,14 +79,7 @@ def read_cases(path: Path, check: OutputsCheck, shown: Path | str | None = None)
     (a ``ValueError``) naming every problem, with the file as ``shown`` (default: ``path``),
     its line for a JSON syntax error, the case and the field."""
     shown = path if shown is None else shown
-    try:
-        raw = json.loads(path.read_text())
-    except json.JSONDecodeError as e:
-        raise Problems([from_json(shown, e)]) from e
-    except (OSError, UnicodeDecodeError) as e:
-        raise Problems([Problem(shown, f"cannot read the cases file: {e}")]) from e
-    if not isinstance(raw, list) or not raw:
-        raise Problems([Problem(shown, "must be a non-empty JSON list of cases")])
+    raw = read_json_list(path, "cases", shown)
     cases: list[Case] = []
     problems: list[Problem] = []
     for i, item in enumerate(raw):

@@ -138,9 +138,33 @@ def from_toml(file: Path, error: tomllib.TOMLDecodeError) -> Problem:
     return Problem(file, f"not valid TOML: {message}", line=int(found.group(1)))
 
 
+def read_json_list(path: Path, what: str, shown: Path | str | None = None) -> list[Any]:
+    """The non-empty JSON list in ``path`` (a file of ``what``, as "cases"); raises
+    :class:`Problems` naming the file as ``shown`` (default: ``path``), and the line of a
+    syntax error."""
+    shown = path if shown is None else shown
+    try:
+        raw = json.loads(path.read_bytes())
+    except json.JSONDecodeError as e:
+        raise Problems([from_json(shown, e)]) from e
+    except (OSError, UnicodeDecodeError) as e:
+        raise Problems([Problem(shown, f"cannot read the {what} file: {e}")]) from e
+    if not isinstance(raw, list) or not raw:
+        raise Problems([Problem(shown, f"must be a non-empty JSON list of {what}")])
+    return raw
+
+
 def from_json(file: Path | str, error: json.JSONDecodeError) -> Problem:
     """A JSON syntax error, at its line."""
     return Problem(file, f"not valid JSON: {error.msg} (column {error.colno})", line=error.lineno)
 
 
-__all__ = ["Problem", "Problems", "field_names", "from_json", "from_toml", "from_validation"]
+__all__ = [
+    "Problem",
+    "Problems",
+    "field_names",
+    "from_json",
+    "from_toml",
+    "from_validation",
+    "read_json_list",
+]

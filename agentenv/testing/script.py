@@ -13,12 +13,11 @@ Each turn is a :class:`~agentenv.testing.k3server.ScriptedTurn`; a tool call's
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 
 from pydantic import TypeAdapter, ValidationError
 
-from agentenv.problems import Problem, Problems, from_json, from_validation
+from agentenv.problems import Problem, Problems, from_validation, read_json_list
 from agentenv.testing.k3server import ScriptedTurn
 
 SCRIPT_FILE = TypeAdapter(list[ScriptedTurn])
@@ -28,14 +27,7 @@ SCRIPT_FILE = TypeAdapter(list[ScriptedTurn])
 def read_script(path: Path) -> list[ScriptedTurn]:
     """The turns of a script file; raises :class:`~agentenv.problems.Problems` naming the
     file, the line of a JSON syntax error, and each wrong field (``turn 1.tool_calls.0``)."""
-    try:
-        raw = json.loads(path.read_bytes())
-    except json.JSONDecodeError as e:
-        raise Problems([from_json(path, e)]) from e
-    except (OSError, UnicodeDecodeError) as e:
-        raise Problems([Problem(path, f"cannot read the script: {e}")]) from e
-    if not isinstance(raw, list) or not raw:
-        raise Problems([Problem(path, "must be a non-empty JSON list of turns")])
+    raw = read_json_list(path, "turns")
     turns, problems = [], []
     for i, item in enumerate(raw):
         try:
