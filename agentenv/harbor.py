@@ -22,12 +22,13 @@ import re
 import shlex
 import tarfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from agentenv import scratch
 from agentenv.agent.trajectory import Limits
-from agentenv.errors import TaskError
+from agentenv.problems import Problem, Problems
 from agentenv.sandbox import ArchiveTooLarge, Sandbox
 from agentenv.sandbox.spec import parse_size
 from agentenv.verify import CheckResult, HarborCheck, Score
@@ -37,6 +38,7 @@ MAX_REWARD_FILE = 1 << 20
 TESTS = "/tests"
 LOGS = "/logs/verifier"
 _MIB = 1 << 20
+_Bad = Callable[[str, str], None]  # records a problem: (field, message)
 
 
 def is_harbor(raw: dict[str, Any], folder: Path) -> bool:
@@ -47,59 +49,89 @@ def is_harbor(raw: dict[str, Any], folder: Path) -> bool:
     return any(key in raw for key in harbor_keys) or (folder / "environment").is_dir()
 
 
+HARBOR_FIELDS = {
+    "cpus": "environment.cpus",
+    "memory": "environment.memory_mb",
+    "disk": "environment.storage_mb",
+    "image": "environment.docker_image",
+    "limits.wall_time_s": "agent.timeout_sec",
+    "verifier.harbor.timeout_s": "verifier.timeout_sec",
+    "verifier.harbor.env": "verifier.env",
+}
+"""The agentenv task field (dotted) → the Harbor task.toml field it comes from, so that an
+error found in the agentenv task names the field the user wrote."""
+
+
 def task_fields(raw: dict[str, Any], folder: Path, spec_file: Path) -> dict[str, Any]:
     """The fields of an agentenv :class:`~agentenv.tasks.Task` for the Harbor task in
-    ``folder`` whose task.toml is ``raw``; raises :class:`TaskError` naming the file and
-    the field for what cannot be run."""
+    ``folder`` whose task.toml is ``raw``; raises :class:`~agentenv.problems.Problems`
+    naming the file and the field of everything that cannot be run."""
+    problems: list[Problem] = []
 
-    def bad(field: str, message: str) -> TaskError:
-        return TaskError(f"{spec_file}: {field}: {message}")
+    def bad(field: str, message: str) -> None:
+        problems.append(Problem(spec_file, message, field=field))
 
     version = str(raw.get("schema_version", raw.get("version", "1.0")))
     if version not in SCHEMA_VERSIONS:
         known = ", ".join(SCHEMA_VERSIONS)
-        raise bad("schema_version", f"{version!r} is not a Harbor schema agentenv runs ({known})")
-    env = _table(raw, "environment", spec_file)
-    agent = _table(raw, "agent", spec_file)
-    verifier = _table(raw, "verifier", spec_file)
-    metadata = _table(raw, "metadata", spec_file)
-    task = _table(raw, "task", spec_file)
+        bad("schema_version", f"{version!r} is not a Harbor schema agentenv runs ({known})")
+        raise Problems(problems)  # the rest is read as one of these versions
+    env, agent, verifier, metadata, task = (
+        _table(raw, key, bad) for key in ("environment", "agent", "verifier", "metadata", "task")
+    )
     environment = folder / "environment"
     if (environment / "docker-compose.yaml").is_file() or (
         environment / "docker-compose.yml"
     ).is_file():
-        raise TaskError(
-            f"{environment / 'docker-compose.yaml'}: compose-based Harbor tasks (several "
-            "services) are not supported; a task with one environment/Dockerfile is"
+        problems.append(
+            Problem(
+                environment / "docker-compose.yaml",
+                "compose-based Harbor tasks (several services) are not supported; a task "
+                "with one environment/Dockerfile is",
+            )
         )
     if verifier.get("environment_mode", "shared") != "shared" or "environment" in verifier:
-        raise bad("verifier", "a separate verifier environment is not supported yet")
+        bad("verifier", "a separate verifier environment is not supported yet")
     for who, table in (("agent", agent), ("verifier", verifier)):
         user = table.get("user")
         if user not in (None, "root", "0", "0:0"):
-            raise bad(f"{who}.user", f"{user!r}: only root is supported yet")
+            bad(f"{who}.user", f"{user!r}: only root is supported yet")
     dockerfile = environment / "Dockerfile"
     image = env.get("docker_image")
+    workdir = "/app"
     if image is None and not dockerfile.is_file():
-        raise TaskError(f"{dockerfile}: not found, and task.toml has no docker_image")
+        problems.append(Problem(dockerfile, "not found, and task.toml has no docker_image"))
+    elif image is None:
+        try:
+            workdir = _workdir(dockerfile)
+        except Problems as e:
+            problems += e.problems
     if not (folder / "tests" / "test.sh").is_file():
-        raise TaskError(f"{folder / 'tests' / 'test.sh'}: not found (Harbor's verifier)")
+        problems.append(Problem(folder / "tests" / "test.sh", "not found (Harbor's verifier)"))
     name = str(task.get("name") or folder.resolve().name).rsplit("/", 1)[-1]
     task_id = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-._") or "task"
+    internet = env.get("allow_internet", False)
+    if not isinstance(internet, bool):
+        bad("environment.allow_internet", f"{internet!r} is not true or false")
+    verifier_env = verifier.get("env") or {}
+    if not isinstance(verifier_env, dict):
+        bad("verifier.env", "must be a table of environment variables")
+        verifier_env = {}
+    tags = [*_strings(metadata, "tags", "metadata", bad), *_strings(task, "keywords", "task", bad)]
     fields: dict[str, Any] = {
         "id": task_id,
         "description": str(task.get("description") or _first_line(folder / "instruction.md")),
-        "tags": [str(t) for t in [*metadata.get("tags", []), *task.get("keywords", [])]],
-        "workdir": _workdir(dockerfile) if image is None else "/app",
+        "tags": tags,
+        "workdir": workdir,
         "user": "root",
         "read_only": False,
         "verify_in": "agent",
-        "network": "bridge" if env.get("allow_internet", False) else "none",
+        "network": "bridge" if internet is True else "none",
         "verifier": {
             "kind": "harbor",
             "name": "tests/test.sh",
-            "timeout_s": float(verifier.get("timeout_sec", 600.0)),
-            "env": {str(k): str(v) for k, v in (verifier.get("env") or {}).items()},
+            "timeout_s": _number(verifier, "timeout_sec", "verifier", bad) or 600.0,
+            "env": {str(k): str(v) for k, v in verifier_env.items()},
         },
     }
     if metadata.get("category"):
@@ -108,16 +140,18 @@ def task_fields(raw: dict[str, Any], folder: Path, spec_file: Path) -> dict[str,
         fields["dockerfile"] = "environment/Dockerfile"  # built as agentenv/task-<id>:ctx-…
     else:
         fields["image"] = str(image)
-    if "cpus" in env:
-        fields["cpus"] = float(env["cpus"])
-    memory = _size(env, "memory", "memory_mb", spec_file)
-    if memory is not None:
-        fields["memory"] = memory
-    storage = _size(env, "storage", "storage_mb", spec_file)
-    if storage is not None:
-        fields["disk"] = storage
-    timeout = agent.get("timeout_sec")
-    fields["limits"] = Limits(wall_time_s=float(timeout) if timeout else None)
+    cpus = _number(env, "cpus", "environment", bad)
+    if cpus is not None:
+        fields["cpus"] = cpus
+    sizes = (("memory", "memory_mb", "memory"), ("storage", "storage_mb", "disk"))
+    for key, mb_key, field in sizes:
+        size = _size(env, key, mb_key, bad)
+        if size is not None:
+            fields[field] = size
+    timeout = _number(agent, "timeout_sec", "agent", bad, zero_is_none=True)
+    fields["limits"] = Limits(wall_time_s=timeout)
+    if problems:
+        raise Problems(problems)
     return fields
 
 
@@ -130,30 +164,59 @@ def _first_line(instruction: Path) -> str:
     return first[:200]
 
 
-def _table(raw: dict[str, Any], key: str, spec_file: Path) -> dict[str, Any]:
+def _table(raw: dict[str, Any], key: str, bad: _Bad) -> dict[str, Any]:
     value = raw.get(key, {})
     if not isinstance(value, dict):
-        raise TaskError(f"{spec_file}: {key}: must be a table")
+        bad(key, "must be a table")
+        return {}
     return value
 
 
-def _size(env: dict[str, Any], key: str, mb_key: str, spec_file: Path) -> int | None:
+def _strings(table: dict[str, Any], key: str, where: str, bad: _Bad) -> list[str]:
+    value = table.get(key, [])
+    if not isinstance(value, list):
+        bad(f"{where}.{key}", f"{value!r} is not a list of strings")
+        return []
+    return [str(v) for v in value]
+
+
+def _number(
+    table: dict[str, Any], key: str, where: str, bad: _Bad, *, zero_is_none: bool = False
+) -> float | None:
+    """``table[key]`` as a number above 0 (a number in a string too, as Harbor reads it),
+    or None when absent (or 0, with ``zero_is_none``); a problem naming the field else."""
+    if key not in table:
+        return None
+    value = table[key]
+    try:
+        number = float(value) if not isinstance(value, bool) else math.nan
+    except (TypeError, ValueError):
+        number = math.nan
+    if zero_is_none and number == 0:
+        return None
+    if not math.isfinite(number) or number <= 0:
+        bad(f"{where}.{key}", f"{value!r} is not a number above 0")
+        return None
+    return number
+
+
+def _size(env: dict[str, Any], key: str, mb_key: str, bad: _Bad) -> int | None:
     if mb_key in env:
-        return int(float(env[mb_key]) * _MIB)
+        mib = _number(env, mb_key, "environment", bad)
+        return None if mib is None else int(mib * _MIB)
     if key not in env:
         return None
     try:
         return parse_size(str(env[key]))
-    except ValueError as e:
-        raise TaskError(
-            f"{spec_file}: environment.{key}: {env[key]!r} is not a size like '4G'"
-        ) from e
+    except ValueError:
+        bad(f"environment.{key}", f"{env[key]!r} is not a size like '4G'")
+        return None
 
 
 def _workdir(dockerfile: Path) -> str:
     """The image's working folder, the last ``WORKDIR`` of its Dockerfile (``/app``, Harbor's
     usual one, without), with ``$NAME``/``${NAME}`` replaced by the Dockerfile's ``ENV`` and
-    ``ARG`` values; raises :class:`TaskError` for one it cannot know."""
+    ``ARG`` values; raises :class:`~agentenv.problems.Problems` for one it cannot know."""
     found, values = "/app", {}
     lines = dockerfile.read_text(errors="replace").splitlines()
     for number, line in enumerate(lines, 1):
@@ -164,7 +227,7 @@ def _workdir(dockerfile: Path) -> str:
         if word in ("ENV", "ARG"):
             values.update(_assignments(rest, legacy=word == "ENV"))
         elif word == "WORKDIR":
-            path = _expand(rest.strip("\"'"), values, f"{dockerfile}:{number}")
+            path = _expand(rest.strip("\"'"), values, dockerfile, number)
             found = path if path.startswith("/") else f"{found.rstrip('/')}/{path}"
     return found if found.rstrip("/") else "/app"
 
@@ -181,11 +244,12 @@ def _assignments(rest: str, *, legacy: bool) -> dict[str, str]:
     return dict(w.split("=", 1) for w in words if "=" in w)
 
 
-def _expand(path: str, values: dict[str, str], where: str) -> str:
+def _expand(path: str, values: dict[str, str], dockerfile: Path, line: int) -> str:
     def value(match: re.Match[str]) -> str:
         name = match.group(1) or match.group(2)
         if name not in values:
-            raise TaskError(f"{where}: WORKDIR uses ${name}, which no ENV or ARG before it sets")
+            why = f"WORKDIR uses ${name}, which no ENV or ARG before it sets"
+            raise Problems([Problem(dockerfile, why, line=line)])
         return values[name]
 
     return re.sub(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)", value, path)

@@ -18,25 +18,37 @@ import hashlib
 import sys
 import tomllib
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
     ValidationError,
+    WithJsonSchema,
     field_validator,
     model_validator,
 )
 
 from agentenv.agent.tools import DEFAULT_TOOLS, Tool, tools_named
 from agentenv.agent.trajectory import Limits
+from agentenv.cases import read_cases
 from agentenv.errors import TaskError
-from agentenv.harbor import is_harbor, task_fields
+from agentenv.harbor import HARBOR_FIELDS, is_harbor, task_fields
+from agentenv.problems import Problem, Problems, from_toml, from_validation
 from agentenv.sandbox.images import BASE_IMAGE
 from agentenv.sandbox.spec import parse_size
 from agentenv.swebench import is_instances_file, materialize
-from agentenv.verify import AGENT_USER, Check
+from agentenv.verify import AGENT_USER, Check, OutputsCheck, leaf_checks
+
+_SIZE_SCHEMA = {
+    "anyOf": [{"type": "integer", "exclusiveMinimum": 0}, {"type": "string"}],
+    "description": 'Bytes, or a size such as "512m", "2g" or "1.5GiB".',
+}
+
+FROM_THE_FOLDER = ("instruction", "folder")
+"""Task fields that come from the folder, never from task.toml (``id`` defaults to the
+folder's name)."""
 
 
 class Task(BaseModel):
@@ -56,7 +68,7 @@ class Task(BaseModel):
     verifier: Check | None = None
     user: str = Field(AGENT_USER, pattern=r"^(root|\d+(:\d+)?)$")  # uid:gid, or "root"
     read_only: bool = True  # the agent's root filesystem; only the workdir and /tmp are writable
-    disk: int = 2 << 30  # bytes the workdir may hold ("2g" in task.toml)
+    disk: Annotated[int, WithJsonSchema(_SIZE_SCHEMA)] = 2 << 30  # bytes the workdir may hold
     # "prepared": verify in a new sandbox from the prepared state plus the agent's workdir;
     # "final": from an image of the agent's whole final filesystem (trusts what it touched)
     verify_in: Literal["prepared", "final", "agent"] = "prepared"
@@ -132,63 +144,110 @@ class Task(BaseModel):
 
 
 def load_task(folder: Path | str) -> Task:
-    """Load and validate the task in ``folder``; raises :class:`TaskError`."""
+    """Load and validate the task in ``folder``: its task.toml (agentenv's format or
+    Harbor's), instruction.md, and the files it names (a Dockerfile, each outputs check's
+    cases file). Raises :class:`~agentenv.problems.Problems` (a :class:`TaskError`) naming
+    every problem found, each with its file and field."""
     folder = Path(folder)
     spec_file = folder / "task.toml"
     if not spec_file.is_file():
-        raise TaskError(f"{spec_file}: not found (a task folder needs task.toml)")
+        raise Problems([Problem(spec_file, "not found (a task folder needs task.toml)")])
     try:
         raw = tomllib.loads(spec_file.read_text())
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-        raise TaskError(f"{spec_file}: not valid TOML: {e}") from e
-    if is_harbor(raw, folder):
-        raw = task_fields(raw, folder, spec_file)  # Harbor's format, run as it is
-    for key in ("instruction", "folder"):
+    except tomllib.TOMLDecodeError as e:
+        raise Problems([from_toml(spec_file, e)]) from e
+    except UnicodeDecodeError as e:
+        raise Problems([Problem(spec_file, f"not valid TOML: {e}")]) from e
+    problems: list[Problem] = []
+    harbor = is_harbor(raw, folder)
+    if harbor:
+        try:
+            raw = task_fields(raw, folder, spec_file)  # Harbor's format, run as it is
+        except Problems as e:
+            problems += e.problems
+    for key in FROM_THE_FOLDER:
         if key in raw:
-            raise TaskError(f"{spec_file}: {key}: not a task.toml field")
+            problems.append(Problem(spec_file, "not a task.toml field", field=key))
     raw.setdefault("id", folder.resolve().name)
     instruction_file = folder / "instruction.md"
     if not instruction_file.is_file():
-        raise TaskError(f"{instruction_file}: not found (the agent's instruction goes there)")
+        problems.append(Problem(instruction_file, "not found (the agent's instruction goes there)"))
+    elif not instruction_file.read_text().strip():
+        problems.append(Problem(instruction_file, "empty"))
+    if problems:
+        raise Problems(problems)
     raw["instruction"] = instruction_file.read_text()
-    if not raw["instruction"].strip():
-        raise TaskError(f"{instruction_file}: empty")
     raw["folder"] = folder.resolve()
     try:
         task = Task.model_validate(raw)
     except ValidationError as e:
-        problems = "; ".join(
-            f"{'.'.join(map(str, err['loc'])) or '(top level)'}: {err['msg']}" for err in e.errors()
-        )
-        raise TaskError(f"{spec_file}: {problems}") from e
-    if task.dockerfile is not None and not (folder / task.dockerfile).is_file():
-        raise TaskError(f"{spec_file}: dockerfile: {folder / task.dockerfile} not found")
+        rename = HARBOR_FIELDS if harbor else None
+        raise Problems(from_validation(spec_file, e, model=Task, rename=rename)) from e
+    problems = _named_files(task, spec_file)
+    if problems:
+        raise Problems(problems)
     return task
+
+
+def _named_files(task: Task, spec_file: Path) -> list[Problem]:
+    """What is wrong with the files the task names: its Dockerfile exists, and each outputs
+    check's cases file (on the host, hidden from the agent) is one the verifier can use."""
+    assert task.folder is not None
+    problems = []
+    if task.dockerfile is not None and not (task.folder / task.dockerfile).is_file():
+        missing = f"{task.folder / task.dockerfile} not found"
+        problems.append(Problem(spec_file, missing, field="dockerfile"))
+    checks = leaf_checks(task.verifier) if task.verifier is not None else []
+    for check in checks:
+        if isinstance(check, OutputsCheck):
+            try:
+                read_cases(task.folder / "tests" / check.cases, check)
+            except Problems as e:
+                problems += e.problems
+    return problems
 
 
 def load_tasks(paths: list[Path] | list[str]) -> list[Task]:
     """Tasks from each path: a task folder (it has ``task.toml``), a folder of task
     folders such as ``environments/``, or a file of SWE-bench-style instances (``.jsonl`` or
-    ``.json``, see :mod:`agentenv.swebench`). Ids must be unique."""
+    ``.json``, see :mod:`agentenv.swebench`). Ids must be unique. Raises
+    :class:`~agentenv.problems.Problems` naming every problem of every task."""
     tasks: list[Task] = []
+    problems: list[Problem] = []
     for path in map(Path, paths):
-        if (path / "task.toml").is_file():
-            tasks.append(load_task(path))
-        elif is_instances_file(path):
-            tasks.extend(load_task(folder) for folder in materialize(path))
-        elif path.is_dir():
-            found = sorted(p.parent for p in path.glob("*/task.toml"))
-            if not found:
-                raise TaskError(f"{path}: no task folders (folders with a task.toml) in it")
-            tasks.extend(load_task(p) for p in found)
-        else:
-            raise TaskError(f"{path}: no such task folder or instances file (.jsonl, .json)")
+        try:
+            folders = _task_folders(path)
+        except TaskError as e:
+            problems += e.problems if isinstance(e, Problems) else [Problem(None, str(e))]
+            continue
+        for folder in folders:
+            try:
+                tasks.append(load_task(folder))
+            except Problems as e:
+                problems += e.problems
     seen: dict[str, Path | None] = {}
     for task in tasks:
         if task.id in seen:
-            raise TaskError(f"task id {task.id!r} is used twice: {seen[task.id]} and {task.folder}")
+            twice = f"task id {task.id!r} is used twice: {seen[task.id]} and {task.folder}"
+            problems.append(Problem(None, twice))
         seen[task.id] = task.folder
+    if problems:
+        raise Problems(problems)
     return tasks
+
+
+def _task_folders(path: Path) -> list[Path]:
+    """The task folders ``path`` stands for (instances are written out as folders)."""
+    if (path / "task.toml").is_file():
+        return [path]
+    if is_instances_file(path):
+        return materialize(path)
+    if path.is_dir():
+        found = sorted(p.parent for p in path.glob("*/task.toml"))
+        if not found:
+            raise Problems([Problem(path, "no task folders (folders with a task.toml) in it")])
+        return found
+    raise Problems([Problem(path, "no such task folder or instances file (.jsonl, .json)")])
 
 
 def task_warnings(task: Task) -> list[str]:

@@ -49,6 +49,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from agentenv import scratch
 from agentenv._resources import checkers_dir
 from agentenv.archive import Archive
+from agentenv.cases import Case, read_cases
 from agentenv.sandbox.errors import SandboxError, SandboxUnavailable
 from agentenv.sandbox.protocol import ExecResult, Sandbox
 
@@ -235,8 +236,9 @@ class OutputsCheck(_Check):
     ignored), ``lines`` (the same lines in any order, blank ones ignored) or ``exact``.
     ``build`` (a bash command, run as the agent's user in the workdir) runs first; when it
     fails, every case fails. The reward is the weighted fraction of cases passed (and whose
-    ``requires`` passed) with ``partial``, else all or nothing. A missing or invalid cases file
-    is a verifier error."""
+    ``requires`` passed) with ``partial``, else all or nothing. Loading the task refuses a
+    missing or invalid cases file (:mod:`agentenv.cases` reads it, fields in
+    ``docs/formats.md``); one that went bad after loading is a verifier error."""
 
     kind: Literal["outputs"]
     cases: str
@@ -872,90 +874,15 @@ MAX_CASE_OUTPUT = 1 << 20  # bytes one case may produce (a result, a program's s
 MAX_HARNESS_OUTPUT = 2 * MAX_REPORT  # what the host reads of call_function.py's lines
 
 
-class _Case(BaseModel):
-    """One case of an outputs check's cases file (see :class:`OutputsCheck`)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    name: str | None = None
-    function: str | None = Field(None, pattern=r"^([A-Za-z_][\w.]*:)?[A-Za-z_][\w.]*$")
-    args: list[Any] = []
-    kwargs: dict[str, Any] = {}
-    stdin: str | None = None
-    files: dict[str, str] = {}
-    expect: Any = None
-    raises: str | None = None
-    exit_code: int | None = None
-    stderr_contains: str | None = None
-    expect_args: list[Any] | None = None
-    keep_tuples: bool = False
-    match: str | None = None
-    timeout_s: float | None = Field(None, gt=0)
-    weight: float = Field(1.0, ge=0)
-    requires: list[str] = []
-
-
-_FUNCTION_ONLY = ("function", "kwargs", "raises", "match", "expect_args", "keep_tuples")
-_PROGRAM_ONLY = ("stdin", "exit_code", "stderr_contains")
-
-
-def _load_cases(tests: Path | None, check: OutputsCheck) -> list[_Case]:
-    """The check's cases, read on the host; ``ValueError`` saying what is wrong with them."""
+def _load_cases(tests: Path | None, check: OutputsCheck) -> list[Case]:
+    """The check's cases, read on the host; ``ValueError`` saying what is wrong with them
+    (the loader refused such a file already, unless it changed since)."""
     if tests is None:
         raise ValueError("the task has no tests/ folder for the cases file")
-    path = tests / check.cases
-    try:
-        raw = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ValueError(f"cannot read the cases file {check.cases}: {e}") from e
-    if not isinstance(raw, list) or not raw:
-        raise ValueError(f"{check.cases}: must be a non-empty list of cases")
-    cases = []
-    for i, item in enumerate(raw):
-        try:
-            case = _Case.model_validate(item)
-        except ValueError as e:  # pydantic's ValidationError is one
-            raise ValueError(f"{check.cases}: case {i}: {e}") from e
-        given = case.model_fields_set
-        where = f"{check.cases}: case {i} ({case.name or 'unnamed'})"
-        wrong = [f for f in (_PROGRAM_ONLY if check.function else _FUNCTION_ONLY) if f in given]
-        if wrong:
-            mode = "function" if check.function else "program"
-            raise ValueError(f"{where}: {', '.join(wrong)} cannot be used in {mode} mode")
-        if check.function is not None:
-            if ("expect" in given) == (case.raises is not None):
-                raise ValueError(f"{where}: needs either expect or raises")
-            if ":" not in check.function and case.function is None:
-                raise ValueError(f"{where}: needs a function (the check names only a module)")
-            if case.match is not None:
-                if case.raises is None:
-                    raise ValueError(f"{where}: match goes with raises")
-                try:
-                    re.compile(case.match)
-                except re.error as e:
-                    raise ValueError(f"{where}: match is not a regex: {e}") from e
-        else:
-            if not all(isinstance(a, str) for a in case.args):
-                raise ValueError(f"{where}: a program's args must be strings")
-            if not given & {"expect", "exit_code", "stderr_contains"}:
-                raise ValueError(f"{where}: expects nothing (expect, exit_code, stderr_contains)")
-        if "expect" in given and check.compare != "json" and not isinstance(case.expect, str):
-            raise ValueError(f"{where}: expect must be a string for compare = {check.compare!r}")
-        for rel in case.files:
-            parts = Path(rel).parts
-            if not parts or Path(rel).is_absolute() or ".." in parts:
-                raise ValueError(f"{where}: files: {rel!r} is not a relative path")
-        cases.append(case)
-    names = {c.name for c in cases}
-    for i, case in enumerate(cases):
-        if missing := [n for n in case.requires if n not in names]:
-            raise ValueError(f"{check.cases}: case {i} requires no such case: {missing[0]!r}")
-    if sum(c.weight for c in cases) <= 0:
-        raise ValueError(f"{check.cases}: the cases' weights add up to 0")
-    return cases
+    return read_cases(tests / check.cases, check, shown=check.cases)
 
 
-def _target(check: OutputsCheck, case: _Case) -> str:
+def _target(check: OutputsCheck, case: Case) -> str:
     assert check.function is not None
     module = check.function.partition(":")[0]
     if case.function is None:
@@ -1031,7 +958,7 @@ def _short(value: Any, limit: int = 100) -> str:
     return text[:limit] + ("…" if len(text) > limit else "")
 
 
-async def _write_inputs(run: _Run, cases: list[_Case]) -> dict[int, str]:
+async def _write_inputs(run: _Run, cases: list[Case]) -> dict[int, str]:
     """Write the cases' input files, root's and read-only for the agent, one folder per
     case; returns those folders."""
     wanted = [i for i, case in enumerate(cases) if case.files]
@@ -1059,7 +986,7 @@ async def _write_inputs(run: _Run, cases: list[_Case]) -> dict[int, str]:
     return {i: f"{base}/case-{i}" for i in wanted}
 
 
-def _judge_call(check: OutputsCheck, case: _Case, got: dict[str, Any]) -> tuple[bool, str]:
+def _judge_call(check: OutputsCheck, case: Case, got: dict[str, Any]) -> tuple[bool, str]:
     """A function case's verdict from the harness's line (parsed JSON, checked here)."""
     if "error" in got:
         return False, f"error: {str(got['error'])[:200]}"
@@ -1085,7 +1012,7 @@ def _judge_call(check: OutputsCheck, case: _Case, got: dict[str, Any]) -> tuple[
 
 
 async def _call_functions(
-    run: _Run, check: OutputsCheck, cases: list[_Case], folders: dict[int, str]
+    run: _Run, check: OutputsCheck, cases: list[Case], folders: dict[int, str]
 ) -> list[tuple[bool, str]]:
     """Call the agent's function on every case's inputs through ``call_function.py`` (as
     the agent's user, a fresh process per case) and judge its lines on the host."""
@@ -1142,7 +1069,7 @@ async def _call_functions(
     return verdicts
 
 
-def _judge_run(check: OutputsCheck, case: _Case, r: Any, timeout: float) -> tuple[bool, str]:
+def _judge_run(check: OutputsCheck, case: Case, r: Any, timeout: float) -> tuple[bool, str]:
     """A program case's verdict from what the program did."""
     if r.timed_out:
         return False, f"timed out after {timeout:g} s"
@@ -1167,7 +1094,7 @@ def _judge_run(check: OutputsCheck, case: _Case, r: Any, timeout: float) -> tupl
 
 
 async def _run_programs(
-    run: _Run, check: OutputsCheck, cases: list[_Case], folders: dict[int, str]
+    run: _Run, check: OutputsCheck, cases: list[Case], folders: dict[int, str]
 ) -> list[tuple[bool, str]]:
     """Run the agent's program once per case, as the agent's user, in the workdir."""
     assert check.program is not None
@@ -1238,7 +1165,7 @@ async def _outputs(run: _Run, check: OutputsCheck) -> CheckResult:
     return one.model_copy(update={"duration_s": time.monotonic() - started})
 
 
-def _won(cases: list[_Case], passed: list[bool]) -> float:
+def _won(cases: list[Case], passed: list[bool]) -> float:
     """The weighted fraction of cases passed, a case counting only when the cases it
     ``requires`` (every case of each name) passed too."""
     ok_name: dict[str | None, bool] = {}
@@ -1252,9 +1179,10 @@ def _won(cases: list[_Case], passed: list[bool]) -> float:
     return won / sum(case.weight for case in cases)
 
 
-def _leaf_checks(check: Check) -> list[Check]:
+def leaf_checks(check: Check) -> list[Check]:
+    """The checks a check is made of (itself, unless it is a composite), at any depth."""
     if isinstance(check, CompositeCheck):
-        return [leaf for c in check.checks for leaf in _leaf_checks(c)]
+        return [leaf for c in check.checks for leaf in leaf_checks(c)]
     return [check]
 
 
@@ -1264,7 +1192,7 @@ def _without_cases(tests: Path | None, check: Check) -> Iterator[Path | None]:
     expected values stay on the host (a copy, when there are any)."""
     hidden = {
         (tests / c.cases).resolve()
-        for c in _leaf_checks(check)
+        for c in leaf_checks(check)
         if tests is not None and isinstance(c, OutputsCheck)
     }
     if tests is None or not hidden or not tests.is_dir():

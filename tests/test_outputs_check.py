@@ -3,8 +3,8 @@ function or program only produces outputs (run as the agent's user), the host co
 with expected values that never enter a sandbox. Both modes pass and fail, partial credit,
 ``raises``; a hostile agent (an ``__eq__`` that is always true, forged harness lines, a
 hunt for the cases file, a nesting bomb, 50 MB of output, a hang) scores 0 on those cases
-and never turns the check into an exception; a missing or invalid cases file is a verifier
-error."""
+and never turns the check into an exception; a cases file that goes missing or bad after the
+task was loaded (loading refuses one) is a verifier error."""
 
 from __future__ import annotations
 
@@ -482,17 +482,19 @@ else:
 # -- the verifier's own failures ------------------------------------------------------------
 
 
-async def test_a_missing_or_invalid_cases_file_is_a_verifier_error(tmp_path: Path) -> None:
+async def test_a_cases_file_spoiled_after_loading_is_a_verifier_error(tmp_path: Path) -> None:
+    # loading refuses a bad cases file (tests/test_validate.py); one that went bad after
+    # the task was loaded is a verifier error, never an exception
     verifier = {"kind": "outputs", "cases": "cases.json", "function": "calc:add"}
-    missing = await score(make_task(tmp_path / "missing", verifier, None), write("calc.py", CALC))
+    good = [{"name": "add", "args": [1, 2], "expect": 3}]
+    tasks = {name: make_task(tmp_path / name, verifier, good) for name in ("gone", "bad")}
+    assert tasks["gone"].folder is not None and tasks["bad"].folder is not None
+    (tasks["gone"].folder / "tests" / "cases.json").unlink()
+    missing = await score(tasks["gone"], write("calc.py", CALC))
     assert missing.error is not None and "cannot read the cases file" in missing.error
     assert missing.reward == 0.0 and not missing.passed
 
     no_expectation = [{"name": "add", "args": [1, 2]}]
-    invalid = make_task(tmp_path / "invalid", verifier, no_expectation)
-    bad = await score(invalid, write("calc.py", CALC))
+    (tasks["bad"].folder / "tests" / "cases.json").write_text(json.dumps(no_expectation))
+    bad = await score(tasks["bad"], write("calc.py", CALC))
     assert bad.error is not None and "needs either expect or raises" in bad.error
-
-    wrong_mode = [{"name": "add", "args": [1, 2], "stdin": "x", "expect": 3}]
-    mixed = await score(make_task(tmp_path / "mixed", verifier, wrong_mode), write("calc.py", CALC))
-    assert mixed.error is not None and "stdin cannot be used in function mode" in mixed.error

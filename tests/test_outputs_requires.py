@@ -1,6 +1,7 @@
 """The outputs check's ``requires`` (a case earns nothing unless the cases it names pass
 too: rejecting bad input only counts next to parsing good input) and ``match`` (the message
-of a ``raises`` case), through the real episode and verifier."""
+of a ``raises`` case), through the real episode and verifier. Cases that misuse them are
+refused when the task is loaded (tests/test_validate.py)."""
 
 from __future__ import annotations
 
@@ -55,19 +56,3 @@ async def test_requires_and_match(tmp_path: Path) -> None:
     one = await score(task, write("p.py", PARSE_ONE))
     assert one.reward == pytest.approx(1 / 5), detail(one)
     assert "minus (raised ValueError but not /^negative: -1$/: bad: -1)" in detail(one)
-
-
-@pytest.mark.parametrize(
-    ("case", "why"),
-    [
-        ({"name": "a", "args": [], "expect": 1, "match": "x"}, "match goes with raises"),
-        ({"name": "a", "args": [], "raises": "ValueError", "match": "("}, "match is not a regex"),
-        ({"name": "a", "args": [], "expect": 1, "requires": ["b"]}, "requires no such case: 'b'"),
-    ],
-)
-async def test_invalid_requires_or_match_is_a_verifier_error(
-    tmp_path: Path, case: dict, why: str
-) -> None:
-    verifier = {"kind": "outputs", "cases": "cases.json", "function": "p:parse"}
-    result = await score(make_task(tmp_path, verifier, [case]), "true")
-    assert result.error is not None and why in result.error, result.error

@@ -16,6 +16,7 @@ import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+SCHEMAS = sorted(p.name for p in (ROOT / "agentenv" / "formats").glob("*.schema.json"))
 VERIFIERS = sorted(p.name for p in (ROOT / "verifiers").iterdir() if p.is_file())
 MODULES = sorted(
     str(p.relative_to(ROOT))
@@ -72,6 +73,7 @@ def test_the_installed_wheel_verifies(tmp_path: Path) -> None:
     assert {f"agentenv/_checkers/{n}" for n in VERIFIERS} <= names
     shipped = {n for n in names if not n.startswith("agentenv/_checkers/")}
     assert {n for n in shipped if n.endswith((".py", ".sh", ".css", ".js"))} == set(MODULES)
+    assert SCHEMAS and {f"agentenv/formats/{n}" for n in SCHEMAS} <= names
 
     venv = tmp_path / "venv"
     run(sys.executable, "-m", "venv", "--without-pip", venv, cwd=tmp_path)
@@ -100,6 +102,9 @@ def test_the_installed_wheel_verifies(tmp_path: Path) -> None:
     where = run(venv / "bin" / "python", "-c", "import agentenv; print(agentenv.__file__)",
                 cwd=outside)  # fmt: skip
     assert where.strip().startswith(str(venv)), where
+    # the JSON Schemas of the formats ship as package data, printed from there
+    cases_schema = json.loads(run(venv / "bin" / "agentenv", "schema", "cases", cwd=outside))
+    assert cases_schema["$defs"]["Case"]["properties"]["expect"], cases_schema
     for model, reward in (("oracle", 1.0), ("null", 0.0)):
         out = tmp_path / f"job-{model}"
         run(venv / "bin" / "agentenv", "eval", task, "--model", model, "--out", out, cwd=outside)

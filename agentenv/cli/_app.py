@@ -85,7 +85,7 @@ class ExitCode(IntEnum):
 def _fail(message: str, code: ExitCode = ExitCode.BAD_INPUT) -> typer.Exit:
     """Print ``message`` as an error and return the exit to raise (bad input by default)."""
     # the message quotes paths, names and output: text, never markup ("[tool.pytest]")
-    err.print(f"[bold red]error:[/] {escape(message)}", highlight=False)
+    err.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
     return typer.Exit(code)
 
 

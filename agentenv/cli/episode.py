@@ -92,7 +92,13 @@ def run(
 @app.command("serve-model")
 def serve_model(
     script: Annotated[
-        Path | None, typer.Option(help="A JSON list of turns: {reasoning, content, tool_calls}.")
+        Path | None,
+        typer.Option(
+            help="A JSON list of turns, answered in order (the last repeats): "
+            '[{"reasoning": "...", "content": "...", "tool_calls": [{"name": "bash", '
+            '"arguments": "{\\"command\\": \\"ls\\"}"}]}]. A tool call\'s arguments '
+            "are a string holding JSON. Schema: agentenv schema script (docs/formats.md)."
+        ),
     ] = None,
     replay: Annotated[
         Path | None, typer.Option(help="A trajectory (JSON) whose turns to answer with.")
@@ -105,21 +111,23 @@ def serve_model(
 ) -> None:
     """Serve a K3-compatible model on loopback, from a script or a recorded trajectory, to
     test environments without a key: point --model at the URL it prints."""
-    from pydantic import TypeAdapter
-
-    from agentenv.testing.k3server import DEMO_SCRIPT, K3Server, ScriptedTurn, turns_from_messages
+    from agentenv.problems import Problems
+    from agentenv.testing.k3server import DEMO_SCRIPT, K3Server, turns_from_messages
+    from agentenv.testing.script import read_script
 
     try:
         if script and replay:
             raise ValueError("give --script or --replay, not both")
         if script is not None:
-            turns = TypeAdapter(list[ScriptedTurn]).validate_json(script.read_bytes())
+            turns = read_script(script)
         elif replay is not None:
             data = json.loads(replay.read_bytes())
             turns = turns_from_messages(data["messages"] if isinstance(data, dict) else data)
         else:
             turns = DEMO_SCRIPT
         server = K3Server(turns, port=port, ttft_s=ttft, tokens_per_s=tokens_per_s)
+    except Problems as e:
+        raise _fail(str(e)) from e
     except (OSError, ValueError, KeyError) as e:
         raise _fail(f"{type(e).__name__}: {e}") from e
     with contextlib.ExitStack() as stack:

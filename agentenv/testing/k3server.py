@@ -26,7 +26,7 @@ from types import TracebackType
 from typing import Any, Literal
 
 import anyio
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, Field
 
 MODEL = "kimi-k3"
 CONTEXT_WINDOW = 1_048_576
@@ -37,8 +37,14 @@ class ScriptedToolCall(BaseModel):
     """A tool call the server will make; ``arguments`` is sent verbatim (it may be invalid
     JSON, to test how the client copes)."""
 
-    name: str
-    arguments: str = "{}"
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(description="The tool to call: bash, read_file, write_file, … submit.")
+    arguments: str = Field(
+        "{}",
+        description="The arguments as a JSON *string*, as the API sends them: "
+        '"{\\"command\\": \\"ls\\"}", not {"command": "ls"}. Sent verbatim.',
+    )
 
 
 class Fault(BaseModel):
@@ -60,9 +66,11 @@ class Fault(BaseModel):
 class ScriptedTurn(BaseModel):
     """One answer of the script."""
 
-    reasoning: str = ""
-    content: str = ""
-    tool_calls: list[ScriptedToolCall] = []
+    model_config = ConfigDict(extra="forbid")
+
+    reasoning: str = Field("", description="Streamed first, as reasoning_content.")
+    content: str = Field("", description="The answer's text.")
+    tool_calls: list[ScriptedToolCall] = Field([], description="The tool calls it makes.")
 
 
 def turns_from_messages(messages: list[dict[str, Any]]) -> list[ScriptedTurn]:

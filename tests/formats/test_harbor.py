@@ -4,6 +4,9 @@ base image), through the one episode lifecycle, with Harbor's semantics kept."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -255,3 +258,55 @@ async def test_a_fork_bomb_the_agent_left_is_its_zero_not_a_crash(tmp_path: Path
     # fork failed (dash's words for the same EAGAIN)
     said = " ".join(checks)
     assert "Resource temporarily unavailable" in said or "Cannot fork" in said, checks
+
+
+BAD_FIELDS = """\
+version = "1.0"
+[agent]
+timeout_sec = "soon"
+[verifier]
+env = "PATH=/bin"
+[metadata]
+tags = "easy"
+[environment]
+cpus = "two"
+memory_mb = "lots"
+allow_internet = "no"
+"""
+
+
+@pytest.mark.no_docker
+def test_bad_fields_are_named_with_the_file_by_every_command(tmp_path: Path) -> None:
+    folder = harbor_task(tmp_path, "bad-numbers", test=NUMERIC, toml=BAD_FIELDS)
+    spec = folder / "task.toml"
+    env = {**os.environ, "COLUMNS": "200"}
+    for args in (
+        ["eval", str(folder), "--model", "oracle", "--out", str(tmp_path / "job")],
+        ["run", str(folder), "--model", "oracle"],
+        ["validate", str(folder)],
+    ):
+        argv = [sys.executable, "-m", "agentenv", *args]
+        done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 2, (args, done.stderr)
+        assert "Traceback" not in done.stderr, done.stderr
+        for field, value in (
+            ("environment.cpus", "'two'"),
+            ("environment.memory_mb", "'lots'"),
+            ("environment.allow_internet", "'no'"),
+            ("agent.timeout_sec", "'soon'"),
+            ("verifier.env", "must be a table"),
+            ("metadata.tags", "'easy'"),
+        ):
+            assert f"{spec}: {field}: " in done.stderr and value in done.stderr, (
+                field,
+                done.stderr,
+            )
+    assert not (tmp_path / "job").exists()
+
+
+@pytest.mark.no_docker
+def test_a_value_agentenv_refuses_names_the_harbor_field(tmp_path: Path) -> None:
+    toml = 'version = "1.0"\n[environment]\ncpus = 65\n'
+    folder = harbor_task(tmp_path, "many-cpus", test=NUMERIC, toml=toml)
+    with pytest.raises(TaskError, match=r"task\.toml: environment\.cpus: Input should be less"):
+        load_task(folder)
