@@ -128,12 +128,15 @@ def read_job(folder: Path, kind: type[S]) -> S | None:
         raise _untouched(folder, "is a file, not a folder")
     path = folder / CONFIG
     if not path.exists():
-        if not any(folder.iterdir()):
-            return None
+        try:
+            if not any(folder.iterdir()):
+                return None
+            there = _listing(folder)
+        except OSError as e:
+            raise _untouched(folder, f"cannot be read ({e.strerror or e})") from e
         raise _untouched(
             folder,
-            f"is not an agentenv job folder (no {CONFIG}) and is not empty: it holds "
-            f"{_listing(folder)}",
+            f"is not an agentenv job folder (no {CONFIG}) and is not empty: it holds {there}",
         )
     try:
         text = path.read_bytes()

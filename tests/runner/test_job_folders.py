@@ -9,21 +9,14 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.runner.test_eval import make_task
+from tests.runner.test_eval_cli import agentenv
 from tests.runner.test_refactor_job import CALC, SWAP
 from tests.runner.test_refactor_verdicts import make_repo
-
-ENV = {**os.environ, "COLUMNS": "200"}
-
-
-def agentenv(*args: str) -> subprocess.CompletedProcess[str]:
-    argv = [sys.executable, "-m", "agentenv", *args]
-    return subprocess.run(argv, env=ENV, capture_output=True, text=True, timeout=300)
 
 
 def contents(folder: Path) -> dict[str, bytes | None]:
