@@ -93,6 +93,16 @@ def _again_with(flag: str) -> str:
     return shlex.join(["agentenv", *argv, *([] if flag in argv else [flag])])
 
 
+def _say_redone(items: list[str], noun: str) -> None:
+    """Say which changed items (``noun``: tasks, repos) ``--redo-changed`` runs again."""
+    if items:
+        err.print(
+            f"running the changed {noun} again (their earlier results dropped): "
+            + escape(", ".join(items)),
+            highlight=False,
+        )
+
+
 def _say_errors(count: int, noun: str, why: str) -> None:
     """Say that ``count`` items (``noun``: episode, repo) of a finished job ended in an
     error, where to read why, and the command that runs them again."""

@@ -13,7 +13,17 @@ from rich.markup import escape
 from rich.table import Table
 
 from agentenv import log
-from agentenv.cli._app import EXIT_CODES, ExitCode, _fail, _say_errors, _warn, app, err, out
+from agentenv.cli._app import (
+    EXIT_CODES,
+    ExitCode,
+    _fail,
+    _say_errors,
+    _say_redone,
+    _warn,
+    app,
+    err,
+    out,
+)
 from agentenv.errors import NoRoute
 from agentenv.runner.summary import Row
 from agentenv.sandbox import SandboxError
@@ -161,12 +171,13 @@ def eval_(
         Policies(model, reasoning_effort=reasoning_effort)  # a missing key, before any output
         # a folder holding another job is refused before anything is printed or written
         config = job_config(tasks, settings, samples=samples)  # --redo-changed: redone here
-        check_config(folder, config, redo_changed=redo_changed)
+        redone = check_config(folder, config, redo_changed=redo_changed)
     except (KeyError, ValueError, NoRoute) as e:
         raise _fail(str(e).strip("'\"")) from e
     except ConfigMismatch as e:
         raise _fail(str(e)) from e
     log.configure("info", json_file=str(folder / "log.jsonl"))  # the console has the bar
+    _say_redone(redone, "tasks")
     total = len(tasks) * samples
     lines = None if err.is_terminal else ProgressLines(err, every_s=progress_every)
     bar = Progress(

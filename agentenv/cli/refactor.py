@@ -10,7 +10,7 @@ import typer
 from rich.markup import escape
 
 from agentenv import log
-from agentenv.cli._app import EXIT_CODES, ExitCode, _fail, _say_errors, app, err, out
+from agentenv.cli._app import EXIT_CODES, ExitCode, _fail, _say_errors, _say_redone, app, err, out
 from agentenv.errors import NoRoute
 
 
@@ -122,12 +122,13 @@ def refactor(
         Policies(model)  # a missing key, before any output
         # a folder that is not this job is refused before anything is written to it (a log)
         config = refactor_config(entries, text, model, limits)
-        check_config(out_dir, config, redo_changed=redo_changed)
+        redone = check_config(out_dir, config, redo_changed=redo_changed)
     except (RepoError, ConfigMismatch) as e:
         raise _fail(str(e)) from e
     except (KeyError, ValueError) as e:
         raise _fail(str(e).strip("'\"")) from e
     log.configure("info", json_file=str(out_dir / "log.jsonl"))
+    _say_redone(redone, "repos")
 
     def show(r: RepoResult) -> None:
         colour = {"changed-green": "green", "error": "red", "changed-red": "red"}.get(

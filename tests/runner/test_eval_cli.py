@@ -203,6 +203,9 @@ def test_errors_exit_5_and_are_redone_on_request(tmp_path: Path) -> None:
 
     redone = agentenv(*run, "--redo-changed")
     assert redone.returncode == 5, redone.stderr  # the image is still missing
+    assert "running the changed tasks again (their earlier results dropped): unsolved" in (
+        redone.stderr
+    )
     assert [(r["task_id"], r["outcome"]) for r in lines()] == [
         ("fine", "graded"),
         ("unbuilt", "task_error"),

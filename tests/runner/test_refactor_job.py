@@ -269,5 +269,6 @@ def test_errors_exit_5_and_are_redone_on_request(tmp_path: Path) -> None:
     assert (out / "report.jsonl").read_bytes() == before
     redone = cli(*args, "--redo-changed")
     assert redone.returncode == 0, redone.stderr
+    assert "running the changed repos again (their earlier results dropped): b" in redone.stderr
     assert lines()[0] == a_line and [r["repo"] for r in lines()] == ["a", "b"]
     assert lines()[1]["test_command"] == "python3 -m pytest -q -x"
