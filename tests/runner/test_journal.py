@@ -11,7 +11,6 @@ import pytest
 from agentenv.agent.export import NoTokens, to_concat
 from agentenv.agent.loop import Trajectory, Turn
 from agentenv.model.types import Completion
-from agentenv.runner.eval import MAX_RERUNS, settled
 from agentenv.runner.journal import write_json
 from agentenv.runner.results import EpisodeResult, append_result, load_results
 from agentenv.runner.summary import summarize
@@ -78,18 +77,3 @@ def test_a_summary_is_written_whole_and_never_through_a_link(tmp_path: Path) -> 
     assert json.loads((job / "summary.json").read_text()) == [{"task_id": "total"}]
     assert oct((job / "summary.json").stat().st_mode & 0o777) == "0o644"
     assert sorted(p.name for p in job.iterdir()) == [".summary.json.tmp", "summary.json"]
-
-
-def test_retry_errors_runs_every_error_again_even_past_the_reruns(tmp_path: Path) -> None:
-    def line(task: str, outcome: str) -> EpisodeResult:
-        return EpisodeResult(task_id=task, sample=0, outcome=outcome)  # type: ignore[arg-type]
-
-    journal = [line("lost-thrice", "sandbox_lost")] * MAX_RERUNS + [
-        line("down-then-graded", "endpoint_down"), line("down-then-graded", "graded"),
-        line("broken", "verifier_error"), line("no-image", "task_error"),
-    ]  # fmt: skip
-    (tmp_path / "results.jsonl").write_text("".join(r.model_dump_json() + "\n" for r in journal))
-    assert sorted(task for task, _ in settled(tmp_path)) == [
-        "broken", "down-then-graded", "lost-thrice", "no-image"
-    ]  # fmt: skip
-    assert sorted(task for task, _ in settled(tmp_path, retry_errors=True)) == ["down-then-graded"]
