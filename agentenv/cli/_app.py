@@ -4,6 +4,8 @@ how warnings and errors are printed (text, never markup)."""
 from __future__ import annotations
 
 import os
+import shlex
+import sys
 from enum import IntEnum
 from typing import Annotated
 
@@ -80,6 +82,45 @@ class ExitCode(IntEnum):
     (infrastructure or verifier); ``--retry-errors`` runs them again."""
     INTERRUPTED = 130
     """Ctrl-C or SIGTERM; run the same command again to resume."""
+
+
+EXIT_CODES = (
+    "Exit codes: 0 done, every item graded; 1 failed for a reason of this machine; 2 bad "
+    "input, nothing ran; 3 --max-cost spent; 4 stopped (engine or endpoint down), run again "
+    "to resume; 5 finished, but some items ended in an error (--retry-errors runs them "
+    "again); 130 interrupted. See docs/cli.md."
+)
+"""The exit codes, for a job command's ``--help`` (its epilog)."""
+
+
+def _again_with(flag: str) -> str:
+    """The command this process was started with, as a shell line to copy, with ``flag``
+    added (once)."""
+    argv = sys.argv[1:]
+    return shlex.join(["agentenv", *argv, *([] if flag in argv else [flag])])
+
+
+def _say_redone(items: list[str], noun: str) -> None:
+    """Say which changed items (``noun``: tasks, repos) ``--redo-changed`` runs again."""
+    if items:
+        err.print(
+            f"running the changed {noun} again (their earlier results dropped): "
+            + escape(", ".join(items)),
+            highlight=False,
+        )
+
+
+def _say_errors(count: int, noun: str, why: str) -> None:
+    """Say that ``count`` items (``noun``: episode, repo) of a finished job ended in an
+    error, where to read why, and the command that runs them again."""
+    many = count != 1
+    err.print(
+        f"[bold yellow]errors:[/] {count} {noun}{'s' if many else ''} ended in an error "
+        f"({escape(why)}); to run {'them' if many else 'it'} again: "
+        + escape(_again_with("--retry-errors")),
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 def _fail(message: str, code: ExitCode = ExitCode.BAD_INPUT) -> typer.Exit:

@@ -11,7 +11,18 @@ import typer
 from rich.markup import escape
 
 from agentenv import log
-from agentenv.cli._app import ExitCode, _fail, _warn, app, err, out, print_wide
+from agentenv.cli._app import (
+    EXIT_CODES,
+    ExitCode,
+    _fail,
+    _say_errors,
+    _say_redone,
+    _warn,
+    app,
+    err,
+    out,
+    print_wide,
+)
 from agentenv.errors import NoRoute
 from agentenv.runner.summary import Row
 from agentenv.sandbox import SandboxError
@@ -27,7 +38,7 @@ ModelOption = Annotated[
 ]
 
 
-@app.command("eval")
+@app.command("eval", epilog=EXIT_CODES)
 def eval_(
     paths: Annotated[
         list[Path] | None,
@@ -84,6 +95,22 @@ def eval_(
             min=1.0, help="Without a terminal: print a progress line at least this often (s)."
         ),
     ] = 30.0,
+    retry_errors: Annotated[
+        bool,
+        typer.Option(
+            "--retry-errors",
+            help="Run again every episode whose last result is an error, whatever it was (a "
+            "task or verifier error too, once fixed); the graded ones are kept.",
+        ),
+    ] = False,
+    redo_changed: Annotated[
+        bool,
+        typer.Option(
+            "--redo-changed",
+            help="When tasks changed since the job started (fixed after a failed run) and "
+            "nothing else did: drop their results and run them again, keeping the others.",
+        ),
+    ] = False,
 ) -> None:
     """Run tasks × samples, verify each episode, and report pass@k, reward, tokens, cache hits,
     dollars (and dollars per solved episode) and time by phase. Re-running on the same --out
@@ -136,12 +163,14 @@ def eval_(
     try:
         Policies(model, reasoning_effort=reasoning_effort)  # a missing key, before any output
         # a folder holding another job is refused before anything is printed or written
-        check_config(folder, job_config(tasks, settings, samples=samples))
+        config = job_config(tasks, settings, samples=samples)  # --redo-changed: redone here
+        redone = check_config(folder, config, redo_changed=redo_changed)
     except (KeyError, ValueError, NoRoute) as e:
         raise _fail(str(e).strip("'\"")) from e
     except ConfigMismatch as e:
         raise _fail(str(e)) from e
     log.configure("info", json_file=str(folder / "log.jsonl"))  # the console has the bar
+    _say_redone(redone, "tasks")
     total = len(tasks) * samples
     lines = None if err.is_terminal else ProgressLines(err, every_s=progress_every)
     bar = Progress(
@@ -201,6 +230,7 @@ def eval_(
             on_progress=show,
             executor=cluster,
             max_cost_usd=max_cost,
+            retry_errors=retry_errors,
         )
 
     async def job() -> list[Row]:
@@ -227,10 +257,11 @@ def eval_(
         return rows
 
     lines_before = load_results(folder) if (folder / "results.jsonl").exists() else {}
-    done_before = len(settled(folder)) if lines_before else 0
+    done_before = len(settled(folder, retry_errors=retry_errors)) if lines_before else 0
     if lines_before:
         again = len(lines_before) - done_before
-        retried = f", {again} infrastructure errors to run again" if again else ""
+        what = "errors" if retry_errors else "infrastructure errors"
+        retried = f", {again} {what} to run again" if again else ""
         err.print(
             f"resuming {folder}: {done_before} episodes already done{retried}", highlight=False
         )
@@ -271,6 +302,9 @@ def eval_(
         highlight=False,
     )
     out.print(f"to read it: agentenv view {folder}", highlight=False, soft_wrap=True)
+    errors = rows[-1].errors
+    if errors:
+        _say_errors(errors, "episode", f"not a grade; why: agentenv report {folder} --failures")
     if rows[-1].stopped == "max_cost":
         left = total - rows[-1].episodes
         err.print(
@@ -280,6 +314,8 @@ def eval_(
             highlight=False,
         )
         raise typer.Exit(ExitCode.BUDGET)
+    if errors:
+        raise typer.Exit(ExitCode.ERRORS)
 
 
 @app.command()

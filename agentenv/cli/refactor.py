@@ -10,7 +10,7 @@ import typer
 from rich.markup import escape
 
 from agentenv import log
-from agentenv.cli._app import ExitCode, _fail, app, err, out
+from agentenv.cli._app import EXIT_CODES, ExitCode, _fail, _say_errors, _say_redone, app, err, out
 from agentenv.errors import NoRoute
 
 
@@ -36,7 +36,7 @@ def _instruction_text(instruction: str | None, instruction_file: Path | None) ->
     return text
 
 
-@app.command()
+@app.command(epilog=EXIT_CODES)
 def refactor(
     repos: Annotated[
         Path,
@@ -79,6 +79,21 @@ def refactor(
             "spent; run again with a higher cap to go on.",
         ),
     ] = None,
+    retry_errors: Annotated[
+        bool,
+        typer.Option(
+            "--retry-errors",
+            help="Run again the repos whose last result is an error; the others are kept.",
+        ),
+    ] = False,
+    redo_changed: Annotated[
+        bool,
+        typer.Option(
+            "--redo-changed",
+            help="When repos' settings changed since the job started (a test= fixed, say) "
+            "and nothing else did: drop their results and run them again.",
+        ),
+    ] = False,
 ) -> None:
     """One instruction, many repos: a verified patch per repo, a report, and optionally a
     branch per repo. Re-running on the same --out resumes (and takes on repos added to the
@@ -87,9 +102,11 @@ def refactor(
     from agentenv.errors import ConfigMismatch
     from agentenv.runner import Policies
     from agentenv.runner.budget import Budget
+    from agentenv.runner.journal import check_config
     from agentenv.runner.refactor import (
         RepoResult,
         apply_patches,
+        refactor_config,
         run_refactor,
         totals_line,
     )
@@ -99,15 +116,19 @@ def refactor(
     job_name = out_dir.resolve().name
     if apply and (problem := ref_format_problem(f"agentenv/{job_name}")) is not None:
         raise _fail(f"--apply: {problem}, made from the --out folder's name; choose another --out")
+    limits = Limits(max_turns=max_turns)
     try:
         entries = load_repo_list(repos)
         Policies(model)  # a missing key, before any output
-    except RepoError as e:
+        # a folder that is not this job is refused before anything is written to it (a log)
+        config = refactor_config(entries, text, model, limits)
+        redone = check_config(out_dir, config, redo_changed=redo_changed)
+    except (RepoError, ConfigMismatch) as e:
         raise _fail(str(e)) from e
     except (KeyError, ValueError) as e:
         raise _fail(str(e).strip("'\"")) from e
-    out_dir.mkdir(parents=True, exist_ok=True)
     log.configure("info", json_file=str(out_dir / "log.jsonl"))
+    _say_redone(redone, "repos")
 
     def show(r: RepoResult) -> None:
         colour = {"changed-green": "green", "error": "red", "changed-red": "red"}.get(
@@ -127,11 +148,12 @@ def refactor(
             model,
             out=out_dir,
             concurrency=concurrency,
-            limits=Limits(max_turns=max_turns),
+            limits=limits,
             on_done=show,
             test_timeout_s=test_timeout,
             command_timeout_s=command_timeout,
             budget=budget,
+            retry_errors=retry_errors,
         )
 
     try:
@@ -163,6 +185,9 @@ def refactor(
         highlight=False,
     )
     out.print(f"to read it: agentenv view {out_dir}", highlight=False, soft_wrap=True)
+    errors = sum(r.outcome == "error" for r in results)
+    if errors:
+        _say_errors(errors, "repo", f"why: {out_dir}/summary.md")
     if budget.stopped:
         err.print(
             f"[bold yellow]stopped:[/] the job has spent ${budget.spent_usd:.4f} of its "
@@ -173,3 +198,5 @@ def refactor(
         raise typer.Exit(ExitCode.BUDGET)
     if failed_apply:
         raise typer.Exit(ExitCode.FAILED)
+    if errors:
+        raise typer.Exit(ExitCode.ERRORS)

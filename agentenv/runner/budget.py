@@ -13,12 +13,24 @@ from __future__ import annotations
 
 import math
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 
 from agentenv.agent.trajectory import Spend
 from agentenv.model.types import ChatModel, Completion, StreamEvent
+
+R = TypeVar("R", bound=Spend)
+
+
+def with_earlier_spend(result: R, earlier: R | None) -> R:
+    """``result`` of an item run again (an episode, a repo), with the spend of its earlier
+    runs added (that line carries theirs in turn): an item's line says what it cost the job
+    in all."""
+    if earlier is None:
+        return result
+    fields = Spend.model_fields
+    return result.model_copy(update={f: getattr(result, f) + getattr(earlier, f) for f in fields})
 
 
 class Budget:

@@ -26,11 +26,10 @@ from pydantic import BaseModel
 
 from agentenv import scratch
 from agentenv.agent.loop import Trajectory
-from agentenv.agent.trajectory import Spend
 from agentenv.archive import Archive
 from agentenv.errors import JobStopped
 from agentenv.log import get_logger
-from agentenv.runner.budget import Budget
+from agentenv.runner.budget import Budget, with_earlier_spend
 from agentenv.runner.episode import Final, regrade_final
 from agentenv.runner.journal import read_lines
 from agentenv.runner.outcomes import POLICY
@@ -127,11 +126,17 @@ async def run_eval(
     on_progress: Callable[[Progress], None] | None = None,
     executor: EpisodeRunner | None = None,
     max_cost_usd: float | None = None,
+    retry_errors: bool = False,
+    redo_changed: bool = False,
 ) -> list[Row]:
     """Run every (task, sample) that ``out`` has no result for yet; return the summary of
     all of them. Refuses (``ConfigMismatch``) a folder that holds a different job; first
     removes what killed runs of this job left running. ``settings`` say how each episode
     runs (a model name alone means the defaults for everything else).
+
+    ``retry_errors``: run again every episode whose last line is an error, whatever it was
+    (see :func:`settled`). ``redo_changed``: when the tasks that changed since the folder's
+    config are all that differs, drop their lines and run them again (see ``check_config``).
 
     With ``max_cost_usd`` no episode starts once the job (earlier runs included) has spent
     that much; running ones finish, and the total row's ``stopped`` says ``"max_cost"``.
@@ -149,8 +154,9 @@ async def run_eval(
     config = job_config(tasks, settings, samples=samples)
     # a missing key fails here, before anything runs
     policies = Policies(settings.model, reasoning_effort=settings.reasoning_effort)
-    check_config(out, config)
-    done, rerun = _resume_state(read_lines(out / RESULTS, EpisodeResult, repair=True))
+    check_config(out, config, redo_changed=redo_changed)
+    lines = read_lines(out / RESULTS, EpisodeResult, repair=True)
+    done, rerun = _resume_state(lines, retry_errors=retry_errors)
     todo = [(t, s) for t in tasks for s in range(samples) if (t.id, s) not in done]
     progress = Progress(
         total=len(tasks) * samples,
@@ -206,7 +212,7 @@ async def run_eval(
             )
             earlier = rerun.get((task.id, sample))
             new_usd = result.cost_usd  # what this run spent (earlier runs are counted)
-            result = _with_earlier_spend(result, earlier)
+            result = with_earlier_spend(result, earlier)
             if traj is not None and result.trajectory is not None:
                 # the trajectory first: a result line always has its file
                 write_atomic(out / result.trajectory, traj.model_dump_json(indent=1).encode())
@@ -286,37 +292,35 @@ async def check_endpoints(policies: Policies) -> list[str]:
 MAX_RERUNS = 3  # runs of one episode ending in an infrastructure error before it is left as it is
 
 
-def settled(out: Path, *, repair: bool = False) -> dict[tuple[str, int], EpisodeResult]:
+def settled(
+    out: Path, *, repair: bool = False, retry_errors: bool = False
+) -> dict[tuple[str, int], EpisodeResult]:
     """The results of the job in ``out`` that a resume keeps: all but the infrastructure
     errors the outcome table retries (a lost sandbox, an endpoint down), which it runs again,
     unless that episode has ended so :data:`MAX_RERUNS` times already (then the error is
-    deterministic, and running it again would only pay for the model again). The old lines
-    stay in the journal; the new one counts. ``repair``: see ``load_results``."""
-    return _resume_state(read_lines(out / RESULTS, EpisodeResult, repair=repair))[0]
+    deterministic, and running it again would only pay for the model again). With
+    ``retry_errors`` only the graded ones: every error is run again (a task or verifier
+    error too, once its cause is fixed). The old lines stay in the journal; the new one
+    counts. ``repair``: see ``load_results``."""
+    lines = read_lines(out / RESULTS, EpisodeResult, repair=repair)
+    return _resume_state(lines, retry_errors=retry_errors)[0]
 
 
 def _resume_state(
-    lines: list[EpisodeResult],
+    lines: list[EpisodeResult], *, retry_errors: bool = False
 ) -> tuple[dict[tuple[str, int], EpisodeResult], dict[tuple[str, int], EpisodeResult]]:
     """The journal's ``lines`` as (what a resume keeps, see :func:`settled`; the last line
     of each episode it runs again)."""
     errors = Counter((r.task_id, r.sample) for r in lines if POLICY[r.outcome].retry)
     last = {(r.task_id, r.sample): r for r in lines}
-    kept = {
-        key: r
-        for key, r in last.items()
-        if not POLICY[r.outcome].retry or errors[key] >= MAX_RERUNS
-    }
+
+    def keep(key: tuple[str, int], r: EpisodeResult) -> bool:
+        if retry_errors:
+            return POLICY[r.outcome].graded
+        return not POLICY[r.outcome].retry or errors[key] >= MAX_RERUNS
+
+    kept = {key: r for key, r in last.items() if keep(key, r)}
     return kept, {key: r for key, r in last.items() if key not in kept}
-
-
-def _with_earlier_spend(result: EpisodeResult, earlier: EpisodeResult | None) -> EpisodeResult:
-    """``result`` of an episode run again, with the spend of its earlier runs added (that
-    line carries theirs in turn): an episode's line says what it cost the job in all."""
-    if earlier is None:
-        return result
-    fields = Spend.model_fields
-    return result.model_copy(update={f: getattr(result, f) + getattr(earlier, f) for f in fields})
 
 
 def write_summary(

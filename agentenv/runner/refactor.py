@@ -21,7 +21,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
-from typing import Literal
+from typing import ClassVar, Literal
 
 import anyio
 from pydantic import BaseModel, Field
@@ -30,7 +30,7 @@ from agentenv import scratch
 from agentenv.agent.loop import run_episode
 from agentenv.agent.trajectory import Limits, Spend, Trajectory
 from agentenv.log import get_logger
-from agentenv.runner.budget import Budget, Metered
+from agentenv.runner.budget import Budget, Metered, with_earlier_spend
 from agentenv.runner.episode import (
     Prepared,
     prepare,
@@ -164,7 +164,11 @@ class RefactorConfig(JobSettings):
     turn limit may not change."""
 
     UNCOMPARED = ("instruction",)
+    JOURNAL: ClassVar[str] = REPORT
+    ITEMS: ClassVar[str] = "repos"
+    ITEM_KEY: ClassVar[str] = "repo"
 
+    kind: Literal["refactor"] = "refactor"  # marks the folder as a refactor job's
     model: str
     instruction_sha256: str
     repos: dict[str, str]  # name → path, test command, image, branch
@@ -461,6 +465,19 @@ def load_report(out: Path, *, repair: bool = False) -> dict[str, RepoResult]:
     return {r.repo: r for r in read_lines(out / REPORT, RepoResult, repair=repair)}
 
 
+def refactor_config(
+    repos: list[RepoEntry], instruction: str, model: str, limits: Limits | None = None
+) -> RefactorConfig:
+    """What the job is: what a folder's ``config.json`` must match for a run to resume it."""
+    return RefactorConfig(
+        model=model,
+        instruction_sha256=hashlib.sha256(instruction.encode()).hexdigest(),
+        repos={r.name: f"{r.path} test={r.test} image={r.image} branch={r.branch}" for r in repos},
+        max_turns=(limits or Limits()).max_turns,
+        instruction=instruction,
+    )
+
+
 async def run_refactor(
     repos: list[RepoEntry],
     instruction: str,
@@ -473,6 +490,8 @@ async def run_refactor(
     test_timeout_s: float = TEST_TIMEOUT_S,
     command_timeout_s: float = 1800.0,
     budget: Budget | None = None,
+    retry_errors: bool = False,
+    redo_changed: bool = False,
 ) -> list[RepoResult]:
     """Run the job over every repo that ``out`` has no result for yet (a folder started with
     fewer repos takes on the new ones); write ``summary.md`` and ``summary.json``. The
@@ -480,23 +499,24 @@ async def run_refactor(
 
     With a ``budget`` no repo starts once the job (earlier runs included: the budget is
     charged with them here) has spent its cap; running ones finish, and ``budget.refused``
-    counts the repos left for a later run."""
-    config = RefactorConfig(
-        model=model,
-        instruction_sha256=hashlib.sha256(instruction.encode()).hexdigest(),
-        repos={r.name: f"{r.path} test={r.test} image={r.image} branch={r.branch}" for r in repos},
-        max_turns=(limits or Limits()).max_turns,
-        instruction=instruction,
-    )
+    counts the repos left for a later run.
+
+    ``retry_errors``: run again the repos whose last result is an ``error`` (what they
+    spent before stays counted, in their new line). ``redo_changed``: when the repos whose
+    settings changed are all that differs, drop their results and run them again (see
+    ``check_config``)."""
+    config = refactor_config(repos, instruction, model, limits)
     # a missing key fails here, before the folder is touched
     policies = Policies(model, command_timeout_s=command_timeout_s)
-    check_config(out, config)
+    check_config(out, config, redo_changed=redo_changed)
     # the settings matched: record the repo set (it may have grown) and the instruction
     write_atomic(out / CONFIG, config.model_dump_json(indent=1).encode())
     done = load_report(out, repair=True)
     limiter = anyio.CapacityLimiter(concurrency)
     if budget is not None:
         budget.spend(sum(r.cost_usd for r in done.values()))
+    errored = {name: r for name, r in done.items() if retry_errors and r.outcome == "error"}
+    done = {name: r for name, r in done.items() if name not in errored}
 
     async def one(entry: RepoEntry) -> None:
         async with limiter:
@@ -510,10 +530,12 @@ async def run_refactor(
                 limits=limits or Limits(),
                 test_timeout_s=test_timeout_s,
             )
+        new_usd = result.cost_usd  # what this run spent (the earlier runs are counted)
+        result = with_earlier_spend(result, errored.get(entry.name))
         append_line(out / REPORT, result)
         done[entry.name] = result
         if budget is not None:
-            budget.spend(result.cost_usd)
+            budget.spend(new_usd)
         log.info("refactor.repo", repo=entry.name, outcome=result.outcome)
         if on_done is not None:
             on_done(result)
@@ -525,7 +547,8 @@ async def run_refactor(
                     tg.start_soon(one, entry)
     finally:
         await policies.aclose()
-    results = [done[r.name] for r in repos if r.name in done]
+    last = {**errored, **done}  # a repo to run again but not run (the budget) is as it was
+    results = [last[r.name] for r in repos if r.name in last]
     write_atomic(out / "summary.md", summary_markdown(results, model, instruction).encode())
     write_atomic(out / "summary.json", json.dumps(summary_json(results), indent=1).encode())
     return results

@@ -4,7 +4,7 @@ truth a re-run resumes from), and ``config.json``, what the job was (see :mod:`j
 from __future__ import annotations
 
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 from pydantic import Field
 
@@ -62,7 +62,11 @@ class JobConfig(JobSettings):
     """What must match for a re-run to resume an eval job folder."""
 
     UNCOMPARED: ClassVar[tuple[str, ...]] = ("folders", "tags")
+    JOURNAL: ClassVar[str] = RESULTS
+    ITEMS: ClassVar[str] = "tasks"
+    ITEM_KEY: ClassVar[str] = "task_id"
 
+    kind: Literal["eval"] = "eval"  # marks the folder as an eval job's (older ones lack it)
     model: str
     samples: int
     tasks: dict[str, str]  # task id → digest of its folder

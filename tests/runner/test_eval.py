@@ -88,6 +88,9 @@ def test_a_resume_runs_infrastructure_errors_again_but_not_for_ever(tmp_path: Pa
     kept = settled(tmp_path)
     assert sorted(task for task, _ in kept) == ["broken", "down-then-graded", "lost-thrice"]
     assert kept[("down-then-graded", 0)].outcome == "graded"
+    # --retry-errors: every error runs again, past MAX_RERUNS and not retried ones alike
+    again = settled(tmp_path, retry_errors=True)
+    assert sorted(task for task, _ in again) == ["down-then-graded"]
 
 
 def test_pass_at_k() -> None:

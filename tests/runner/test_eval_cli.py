@@ -10,9 +10,13 @@ import os
 import re
 import subprocess
 import sys
+import uuid
 from pathlib import Path
+from typing import Any
 
 from agentenv.runner.results import load_results
+from agentenv.sandbox.docker import connect
+from agentenv.sandbox.images import BASE_IMAGE
 from agentenv.testing import K3Server
 from tests.runner.test_eval import make_task, solving_script
 
@@ -157,3 +161,67 @@ def test_the_oracle_gets_the_whole_solution_folder(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     (result,) = load_results(tmp_path / "j").values()
     assert result.reward == 1.0, result
+
+
+def test_errors_exit_5_and_are_redone_on_request(tmp_path: Path) -> None:
+    tasks = tmp_path / "tasks"
+    make_task(tasks, "fine")
+    # an image not built yet: a task error, which a plain resume keeps (nothing changed)
+    image = f"127.0.0.1:9/agentenv-retry-{uuid.uuid4().hex[:8]}:1"
+    unbuilt = make_task(tasks, "unbuilt")
+    toml = (unbuilt / "task.toml").read_text()
+    (unbuilt / "task.toml").write_text(f"image = {image!r}\n" + toml)
+    # no reference solution: the oracle cannot play it until its author adds one
+    (make_task(tasks, "unsolved") / "solution.sh").unlink()
+    job = tmp_path / "job"
+    run = ("eval", str(tasks), "--model", "oracle", "--concurrency", "1", "--out", str(job))
+
+    def lines() -> list[dict[str, Any]]:
+        return [json.loads(line) for line in (job / "results.jsonl").read_text().splitlines()]
+
+    first = agentenv(*run)
+    assert first.returncode == 5, first.stderr
+    message = " ".join(first.stderr.split())
+    assert "2 episodes ended in an error (not a grade" in message, message
+    redo = f"to run them again: agentenv eval {tasks} --model oracle --concurrency 1 --out {job}"
+    assert f"{redo} --retry-errors" in message, message
+    assert [r["outcome"] for r in lines()] == ["graded", "task_error", "task_error"]
+    fine = lines()[0]
+
+    plain = agentenv(*run)  # resumes as before: errors that cannot be retried are kept
+    assert plain.returncode == 5 and len(lines()) == 3, plain.stderr
+
+    # the author adds the solution: the job says how to run just that task again
+    (tasks / "unsolved" / "solution.sh").write_text("echo 'hello unsolved' > greeting.txt\n")
+    before = (job / "results.jsonl").read_bytes(), (job / "config.json").read_bytes()
+    changed = agentenv(*run)
+    assert changed.returncode == 2 and changed.stdout == "", changed.stderr
+    message = " ".join(changed.stderr.split())
+    assert "tasks: 1 changed (unsolved)" in message, message
+    assert "add --redo-changed" in message and "another --out folder" in message, message
+    assert ((job / "results.jsonl").read_bytes(), (job / "config.json").read_bytes()) == before
+
+    redone = agentenv(*run, "--redo-changed")
+    assert redone.returncode == 5, redone.stderr  # the image is still missing
+    assert "running the changed tasks again (their earlier results dropped): unsolved" in (
+        redone.stderr
+    )
+    assert [(r["task_id"], r["outcome"]) for r in lines()] == [
+        ("fine", "graded"),
+        ("unbuilt", "task_error"),
+        ("unsolved", "graded"),
+    ]
+    assert lines()[0] == fine and "1 episode ended in an error" in redone.stderr
+
+    # the image is built now: --retry-errors runs the errored episode, and nothing else
+    api = connect().api
+    repository, tag = image.rsplit(":", 1)
+    api.tag(BASE_IMAGE, repository, tag)
+    try:
+        retried = agentenv(*run, "--retry-errors")
+    finally:
+        api.remove_image(image)
+    assert retried.returncode == 0, retried.stderr
+    assert "--retry-errors" not in retried.stderr
+    assert [(r["task_id"], r["outcome"]) for r in lines()][-1] == ("unbuilt", "graded")
+    assert len(lines()) == 4 and lines()[0] == fine

@@ -3,6 +3,7 @@ for a job about to append, cut off); a bad complete line never takes later lines
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ import pytest
 from agentenv.agent.export import NoTokens, to_concat
 from agentenv.agent.loop import Trajectory, Turn
 from agentenv.model.types import Completion
+from agentenv.runner.journal import write_json
 from agentenv.runner.results import EpisodeResult, append_result, load_results
 from agentenv.runner.summary import summarize
 
@@ -59,3 +61,19 @@ def test_results_written_before_phases_and_budgets_still_read_and_summarize(
     total = rows[-1]
     assert total.wall_s == 5.0 and total.phases == {} and total.job_wall_s is None
     assert total.episodes_per_s is None and total.usd_per_solved == 0.5
+
+
+def test_a_summary_is_written_whole_and_never_through_a_link(tmp_path: Path) -> None:
+    job, mine = tmp_path / "job", tmp_path / "mine.json"
+    job.mkdir()
+    mine.write_text("the user's own file\n")
+    # links planted at the summary's name and at the name a write once used for its partial
+    # file: the new summary replaces the first; neither is written through
+    (job / "summary.json").symlink_to(mine)
+    (job / ".summary.json.tmp").symlink_to(mine)
+    write_json(job / "summary.json", [{"task_id": "total"}])
+    assert mine.read_text() == "the user's own file\n"
+    assert not (job / "summary.json").is_symlink()
+    assert json.loads((job / "summary.json").read_text()) == [{"task_id": "total"}]
+    assert oct((job / "summary.json").stat().st_mode & 0o777) == "0o644"
+    assert sorted(p.name for p in job.iterdir()) == [".summary.json.tmp", "summary.json"]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -82,7 +83,7 @@ def test_cli_inputs_names_and_totals(tmp_path: Path) -> None:
         "--model", "command:echo '[red]half[/] done' >&2; exit 3",
     )  # fmt: skip
     assert (
-        fail.returncode == 0 and "error          svc+a  the codemod failed (exit 3)" in fail.stdout
+        fail.returncode == 5 and "error          svc+a  the codemod failed (exit 3)" in fail.stdout
     )
     assert "[stderr] | [red]half[/] done" in fail.stdout
     missing = cli("--repos", str(tmp_path / "[team].txt"), "--instruction", "x", "--model", SWAP)
@@ -226,3 +227,48 @@ def test_a_long_instruction_makes_a_git_subject_line_and_a_whole_body() -> None:
     assert len(subject) <= 72 and subject.endswith("…") and "sha256" not in subject
     assert blank == "" and body.startswith(instruction.strip())
     assert "Made by: command:xxx" in body and "(508 chars, sha256 " in body
+
+
+def test_errors_exit_5_and_are_redone_on_request(tmp_path: Path) -> None:
+    codemod = SWAP + "; if [ -f FAIL ]; then echo 'cannot parse' >&2; exit 3; fi"
+    make_repo(tmp_path / "a", CALC)
+    b = make_repo(tmp_path / "b", {**CALC, "FAIL": ""})
+    listing = tmp_path / "repos.txt"
+    listing.write_text("a\nb\n")
+    out = tmp_path / "job"
+    args = ["--repos", str(listing), "--instruction", "Swap.", "--model", codemod]
+    args += ["--concurrency", "1", "--out", str(out)]
+
+    def lines() -> list[dict[str, object]]:
+        return [json.loads(line) for line in (out / "report.jsonl").read_text().splitlines()]
+
+    first = cli(*args)
+    assert first.returncode == 5, first.stderr
+    message = " ".join(first.stderr.split())
+    assert "1 repo ended in an error" in message, message
+    assert f"to run it again: agentenv refactor {shlex.join(args)} --retry-errors" in message
+    assert [(r["repo"], r["outcome"]) for r in lines()] == [("a", "changed-green"), ("b", "error")]
+    a_line = lines()[0]
+    plain = cli(*args)  # a plain resume keeps it
+    assert plain.returncode == 5 and len(lines()) == 2, plain.stderr
+
+    git(b, "rm", "-q", "FAIL")
+    git(b, "-c", "user.name=U", "-c", "user.email=u@example.com", "commit", "-qm", "fixed")
+    retried = cli(*args, "--retry-errors")
+    assert retried.returncode == 0, retried.stderr
+    assert [(r["repo"], r["outcome"]) for r in lines()][2:] == [("b", "changed-green")]
+    assert "changed-green  b" in retried.stdout and "changed-green  a" not in retried.stdout
+
+    # a repo's settings changed: the job says how to run just that repo again
+    listing.write_text("a\nb test='python3 -m pytest -q -x'\n")
+    before = (out / "report.jsonl").read_bytes()
+    changed = cli(*args)
+    assert changed.returncode == 2, changed.stderr
+    message = " ".join(changed.stderr.split())
+    assert "repo 'b' changed" in message and "add --redo-changed" in message, message
+    assert (out / "report.jsonl").read_bytes() == before
+    redone = cli(*args, "--redo-changed")
+    assert redone.returncode == 0, redone.stderr
+    assert "running the changed repos again (their earlier results dropped): b" in redone.stderr
+    assert lines()[0] == a_line and [r["repo"] for r in lines()] == ["a", "b"]
+    assert lines()[1]["test_command"] == "python3 -m pytest -q -x"
