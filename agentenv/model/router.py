@@ -188,6 +188,13 @@ class RoutedModel:
                     error=f"{type(e).__name__}: {e}",
                 )
                 continue
+            # endpoints preferred over this one but skipped as down (by the probe, a breaker
+            # or another episode) were fallen back from too, though not tried this turn
+            for preferred, _ in self.allowed:
+                if preferred is endpoint:
+                    break
+                if preferred.name not in failed and self.router.is_down(preferred):
+                    failed.append(preferred.name)
             reason = why if not failed else f"{why}; fell back from {', '.join(failed)}"
             if endpoint is not self.current:
                 log.info("model.route", task=self.task_id, endpoint=endpoint.name, reason=reason)

@@ -109,12 +109,30 @@ async def test_fallback_when_an_endpoint_is_down_and_only_within_the_rules(
         assert first.route is not None
         assert first.route.endpoint == "local" and first.route.fell_back_from == ["gpu"]
         assert "fell back from gpu" in first.route.reason
-        # the episode stays on the endpoint that answered; the dead one is skipped for now
+        # the episode stays on the endpoint that answered; the dead one is skipped for now,
+        # and each turn it serves says it was fallen back from
         second = await model.complete(HELLO)
-        assert second.route is not None and second.route.fell_back_from == []
+        assert second.route is not None and second.route.fell_back_from == ["gpu"]
         assert router.is_down(router.endpoints[0])
     finally:
         await router.aclose()
+
+    # Found dead by the probe before any turn: never tried, and still recorded as fallen
+    # back from (a job's trajectories show that the fallback served them, and why).
+    probed = Router(
+        [endpoint("gpu", dead_url, hosted=False), endpoint("local", local.base_url, hosted=False)],
+        make_model=quick_client,
+    )
+    try:
+        health = await probed.probe(timeout_s=5)
+        assert [h.up for h in health] == [False, True]
+        before = len(local.requests)
+        turn = await probed.for_task([], task_id="t").complete(HELLO)
+        assert turn.route is not None and turn.route.endpoint == "local"
+        assert turn.route.fell_back_from == ["gpu"] and "fell back from gpu" in turn.route.reason
+        assert len(local.requests) == before + 1
+    finally:
+        await probed.aclose()
 
     # A sensitive task whose only self-hosted endpoint is down fails; it does not fall back
     # to the hosted one, which never sees a request.
