@@ -84,7 +84,7 @@ def summary_line(traj: Trajectory) -> str:
         verdict = "passed" if traj.score.passed else "failed"
         score = f"reward {traj.score.reward:.2f} ({verdict}) · "
     return score + (
-        f"{traj.stop_reason} · {len(traj.turns)} turns · "
+        f"{traj.stop_reason} · {len(traj.turns)} turn{'' if len(traj.turns) == 1 else 's'} · "
         f"{traj.prompt_tokens:,} tokens in ({traj.cached_tokens:,} cached, "
         f"{traj.cache_hit_rate:.0%} hit) · {traj.completion_tokens:,} out "
         f"({traj.reasoning_tokens:,} reasoning) · ${traj.cost_usd:.4f} · "
