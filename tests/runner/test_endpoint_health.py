@@ -4,10 +4,16 @@ an episode. Before, each episode retried ~104 s with '0 errors' shown, and the j
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Any
+
+from agentenv.testing import K3Server
+from tests.faults.scenario import make_tasks, three_turns, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -30,3 +36,56 @@ def test_sixteen_tasks_against_a_dead_endpoint_stop_before_any_episode(tmp_path:
     assert url in said and "cannot be reached" in said and "none ran" in said
     assert "Traceback" not in said
     assert not (tmp_path / "job" / "results.jsonl").exists()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _lines(job: Path) -> list[dict[str, Any]]:
+    path = job / "results.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def test_an_endpoint_that_dies_mid_job_stops_it_and_a_resume_finishes_it(tmp_path: Path) -> None:
+    """The breaker, end to end: the model server goes away after two episodes; the job stops
+    starting episodes, says so, exits 4 with the rest unrecorded; once the server is back on
+    the same port, the same command runs exactly the rest."""
+    tasks = make_tasks(tmp_path / "tasks", 8)
+    port = _free_port()
+    job = tmp_path / "job"
+    argv = [sys.executable, "-m", "agentenv", "eval", str(tasks), "--concurrency", "2",
+            "--model", f"http://127.0.0.1:{port}/v1", "--out", str(job)]  # fmt: skip
+    server = K3Server(three_turns, ttft_s=0.3, port=port).__enter__()
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_until(lambda: len(_lines(job)) >= 2, what="two episodes graded", timeout=120)
+    finally:
+        server.__exit__(None, None, None)  # the endpoint dies with episodes in flight
+    died = time.monotonic()
+    out, err = proc.communicate(timeout=180)
+    stopped_after_s = time.monotonic() - died
+    said = " ".join((out + err).split())
+    assert proc.returncode == 4, said[-3000:]
+    assert f"127.0.0.1:{port}" in said and "Traceback" not in said
+    first = _lines(job)
+    assert 2 <= len(first) < 8, [line["task_id"] for line in first]
+    graded = {line["task_id"] for line in first if line["outcome"] == "graded"}
+    print(f"stopped {stopped_after_s:.1f} s after the endpoint died; {len(first)} recorded")
+
+    with K3Server(three_turns, ttft_s=0.0, port=port):
+        again = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr[-3000:]
+    lines = _lines(job)
+    finals = {}
+    for line in lines:
+        finals[line["task_id"]] = line
+    assert set(finals) == {f"greet-{i}" for i in range(8)}
+    assert all(line["outcome"] == "graded" and line["passed"] for line in finals.values())
+    # nothing graded in the first run ran again
+    regraded = [line["task_id"] for line in lines[len(first) :] if line["task_id"] in graded]
+    assert not regraded, regraded
