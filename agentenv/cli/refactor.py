@@ -11,7 +11,7 @@ from rich.markup import escape
 
 from agentenv import log
 from agentenv.cli._app import EXIT_CODES, ExitCode, _fail, _say_errors, _say_redone, app, err, out
-from agentenv.errors import NoRoute
+from agentenv.errors import JobStopped, NoRoute
 
 
 def _instruction_text(instruction: str | None, instruction_file: Path | None) -> str:
@@ -161,6 +161,13 @@ def refactor(
     except KeyboardInterrupt:
         err.print(f"interrupted: finished repos are in {out_dir}/report.jsonl; run again to resume")
         raise typer.Exit(ExitCode.INTERRUPTED) from None
+    except JobStopped as e:
+        err.print(
+            f"[bold red]stopped:[/] {escape(str(e))}. Run the same command again "
+            + ("to resume." if e.resumable else "once that is fixed."),
+            highlight=False,
+        )
+        raise typer.Exit(ExitCode.STOPPED if e.resumable else ExitCode.FAILED) from None
     except (ConfigMismatch, KeyError, ValueError, NoRoute) as e:
         raise _fail(str(e).strip("'\"")) from e
     out.print(totals_line(results), highlight=False)

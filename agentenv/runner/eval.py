@@ -33,7 +33,7 @@ from agentenv.runner.budget import Budget, with_earlier_spend
 from agentenv.runner.episode import Final, regrade_final
 from agentenv.runner.journal import read_lines
 from agentenv.runner.outcomes import POLICY
-from agentenv.runner.policy import Policies
+from agentenv.runner.policy import Policies, check_endpoints
 from agentenv.runner.results import (
     RESULTS,
     EpisodeResult,
@@ -265,28 +265,6 @@ async def run_eval(
     # an episode a resume was to run again but did not (the budget spent) is its last line
     last = {**rerun, **done}
     return write_summary(out, list(last.values()), samples, config.tags, stopped=stopped)
-
-
-async def check_endpoints(policies: Policies) -> list[str]:
-    """Probe the job's model endpoints before the first episode (see
-    :mod:`agentenv.model.probe`): raise :class:`JobStopped` when none answers (resumable:
-    nothing ran) or one refuses the key; return what is amiss but not fatal (a dead
-    endpoint with a live fallback, a 404 on ``/models``), for the console."""
-    health = await policies.probe()
-    for h in health:
-        if h.auth_refused:
-            raise JobStopped(f"the model endpoint {h.endpoint} refused the key ({h.detail})")
-    dead = [h for h in health if not h.up]
-    if health and len(dead) == len(health):
-        said = "; ".join(f"{h.endpoint} {h.detail}" for h in dead)
-        raise JobStopped(
-            f"the model endpoint {said} (probed before the first episode; none ran)",
-            resumable=True,
-        )
-    notes = [f"{h.endpoint} {h.detail}" for h in health if h.detail]
-    for note in notes:
-        log.warning("eval.endpoint", note=note)
-    return notes
 
 
 MAX_RERUNS = 3  # runs of one episode ending in an infrastructure error before it is left as it is

@@ -10,7 +10,8 @@ shared by every episode, and so are their concurrency limits and routing state.
 from __future__ import annotations
 
 from agentenv.agent import policies
-from agentenv.errors import TaskError
+from agentenv.errors import JobStopped, TaskError
+from agentenv.log import get_logger
 from agentenv.model.client import OpenAIChatModel
 from agentenv.model.endpoints import Endpoint, resolve_endpoint
 from agentenv.model.probe import Health
@@ -19,6 +20,8 @@ from agentenv.model.types import ChatModel
 from agentenv.tasks import Task
 
 BUILT_IN = ("oracle", "null")
+
+log = get_logger(__name__)
 
 
 class Policies:
@@ -95,3 +98,25 @@ def _needs(task: Task, policy: str, tools: tuple[str, ...]) -> None:
             f"task {task.id!r} offers the tools {sorted(offered)}; {policy} needs "
             f"{', '.join(missing)} too"
         )
+
+
+async def check_endpoints(policies: Policies) -> list[str]:
+    """Probe the job's model endpoints before the first episode (see
+    :mod:`agentenv.model.probe`): raise :class:`JobStopped` when none answers (resumable:
+    nothing ran) or one refuses the key; return what is amiss but not fatal (a dead
+    endpoint with a live fallback, a 404 on ``/models``), for the console."""
+    health = await policies.probe()
+    for h in health:
+        if h.auth_refused:
+            raise JobStopped(f"the model endpoint {h.endpoint} refused the key ({h.detail})")
+    dead = [h for h in health if not h.up]
+    if health and len(dead) == len(health):
+        said = "; ".join(f"{h.endpoint} {h.detail}" for h in dead)
+        raise JobStopped(
+            f"the model endpoint {said} (probed before the first episode; none ran)",
+            resumable=True,
+        )
+    notes = [f"{h.endpoint} {h.detail}" for h in health if h.detail]
+    for note in notes:
+        log.warning("job.endpoint", note=note)
+    return notes

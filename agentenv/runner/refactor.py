@@ -48,7 +48,7 @@ from agentenv.runner.journal import (
     write_atomic,
 )
 from agentenv.runner.outcomes import classify
-from agentenv.runner.policy import Policies
+from agentenv.runner.policy import Policies, check_endpoints
 from agentenv.runner.repos import (
     BranchMade,
     RepoEntry,
@@ -508,6 +508,11 @@ async def run_refactor(
     config = refactor_config(repos, instruction, model, limits)
     # a missing key fails here, before the folder is touched
     policies = Policies(model, command_timeout_s=command_timeout_s)
+    try:
+        await check_endpoints(policies)  # a dead endpoint stops the job before any repo
+    except BaseException:
+        await policies.aclose()
+        raise
     check_config(out, config, redo_changed=redo_changed)
     # the settings matched: record the repo set (it may have grown) and the instruction
     write_atomic(out / CONFIG, config.model_dump_json(indent=1).encode())

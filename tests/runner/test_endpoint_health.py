@@ -89,3 +89,24 @@ def test_an_endpoint_that_dies_mid_job_stops_it_and_a_resume_finishes_it(tmp_pat
     # nothing graded in the first run ran again
     regraded = [line["task_id"] for line in lines[len(first) :] if line["task_id"] in graded]
     assert not regraded, regraded
+
+
+def test_a_refactor_against_a_dead_endpoint_stops_before_any_repo(tmp_path: Path) -> None:
+    repos = tmp_path / "repos"
+    subprocess.run(
+        [sys.executable, str(ROOT / "examples/refactor/build_repos.py"), str(repos)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    url = _dead_url()
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "agentenv", "refactor", "--repos", str(repos),
+         "--instruction", "Rename fetch_json to get_json.", "--model", url,
+         "--out", str(tmp_path / "job")],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    said = " ".join((done.stdout + done.stderr).split())
+    assert done.returncode == 4, said
+    assert url in said and "none ran" in said and "Traceback" not in said
+    assert not (tmp_path / "job" / "report.jsonl").exists()
+    print(f"stopped in {time.monotonic() - started:.1f} s")
