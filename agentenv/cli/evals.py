@@ -320,7 +320,7 @@ def eval_(
 
 @app.command()
 def report(
-    folder: Annotated[Path, typer.Argument(help="A job folder (agentenv eval --out).")],
+    folder: Annotated[Path, typer.Argument(help="A job folder (agentenv eval or refactor --out).")],
     totals: Annotated[
         bool, typer.Option("--totals", help="Only the per-tag subtotals and the total.")
     ] = False,
@@ -330,12 +330,22 @@ def report(
     ] = False,
 ) -> None:
     """Print a job's summary again, from its results.jsonl."""
+    from pydantic import ValidationError
+
     from agentenv.render import failures_table, phase_line, summary_table
     from agentenv.runner.eval import load_config, write_summary
     from agentenv.runner.results import load_results
 
+    if _kind(folder) == "refactor":  # its report is the summary it wrote
+        try:
+            out.print((folder / "summary.md").read_text(), highlight=False, markup=False, soft_wrap=True)
+        except OSError as e:
+            raise _fail(f"{folder} is a refactor job with no summary.md yet ({e})") from e
+        return
     try:
         config = load_config(folder)
+    except ValidationError as e:
+        raise _fail(f"{folder}/config.json is not an eval job's: {e.errors()[0]['msg']}") from e
     except (OSError, ValueError) as e:
         raise _fail(str(e)) from e
     results = list(load_results(folder).values())
@@ -353,6 +363,15 @@ def report(
         rows = [r for r in rows if r.kind != "task"]
     print_wide(summary_table(rows, title))
     out.print(phase_line(rows[-1]), highlight=False, soft_wrap=True)
+
+
+def _kind(folder: Path) -> str | None:
+    """The ``kind`` a job folder's config.json names, if it can be read."""
+    try:
+        value = json.loads((folder / "config.json").read_text()).get("kind")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return value if isinstance(value, str) else None
 
 
 def _stopped(folder: Path) -> str | None:

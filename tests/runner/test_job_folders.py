@@ -102,6 +102,13 @@ def test_a_job_of_the_other_kind_is_refused_and_old_folders_resume(tmp_path: Pat
         assert "nothing in it was touched" in message, message
         assert contents(folder) == before
 
+    # `agentenv report` reads either kind (a refactor job's report is its summary.md)
+    shown = agentenv("report", str(refactors))
+    assert shown.returncode == 0, shown.stderr
+    assert "| calc |" in shown.stdout and "Traceback" not in shown.stderr
+    assert shown.stdout.strip() == (refactors / "summary.md").read_text().strip()
+    assert agentenv("report", str(evals)).returncode == 0
+
     # folders of earlier versions have no kind in their config.json: still their jobs
     for folder in (evals, refactors):
         config = json.loads((folder / "config.json").read_text())
