@@ -338,7 +338,9 @@ def report(
 
     if _kind(folder) == "refactor":  # its report is the summary it wrote
         try:
-            out.print((folder / "summary.md").read_text(), highlight=False, markup=False, soft_wrap=True)
+            out.print(
+                (folder / "summary.md").read_text(), highlight=False, markup=False, soft_wrap=True
+            )
         except OSError as e:
             raise _fail(f"{folder} is a refactor job with no summary.md yet ({e})") from e
         return
