@@ -8,9 +8,9 @@ parse them (so the schema and the parser cannot drift):
 - ``result``: one line of an eval job's ``results.jsonl``;
 - ``trajectory``: a trajectory file (``trajectories/<task>/<sample>.json``, ``run --out``).
 
-They ship in the package (``agentenv/formats/``, printed by ``agentenv schema``) and in the
-checkout's ``docs/formats/``; ``python -m agentenv.schemas`` writes both again after a model
-changed (a test fails until it has run).
+They ship in the package (``agentenv/formats/schemas/``, printed by ``agentenv schema``)
+and in the checkout's ``docs/formats/``; ``python -m agentenv.schemas`` writes both again
+after a model changed (a test fails until it has run).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from pydantic import Field, TypeAdapter
 
 REGENERATE = "python -m agentenv.schemas"
 """The command that writes the schema files again."""
-PACKAGED = Path(__file__).resolve().parent / "formats"
+PACKAGED = Path(__file__).resolve().parent / "formats" / "schemas"
 """Where the package keeps them."""
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "formats"
 """Where a checkout documents them (absent from an installed package)."""

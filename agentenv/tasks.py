@@ -1,4 +1,4 @@
-"""The task spec and its loader: one folder per task.
+"""The task spec: one folder per task (loading it is :mod:`agentenv.formats`).
 
 ```
 my-task/
@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import hashlib
 import sys
-import tomllib
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -24,7 +23,6 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    ValidationError,
     WithJsonSchema,
     field_validator,
     model_validator,
@@ -32,14 +30,10 @@ from pydantic import (
 
 from agentenv.agent.tools import DEFAULT_TOOLS, Tool, tools_named
 from agentenv.agent.trajectory import Limits
-from agentenv.cases import read_cases
 from agentenv.errors import TaskError
-from agentenv.harbor import HARBOR_FIELDS, is_harbor, task_fields
-from agentenv.problems import Problem, Problems, from_toml, from_validation
 from agentenv.sandbox.images import BASE_IMAGE
 from agentenv.sandbox.spec import parse_size
-from agentenv.swebench import is_instances_file, materialize
-from agentenv.verify import AGENT_USER, Check, OutputsCheck, leaf_checks
+from agentenv.verify import AGENT_USER, Check
 
 _SIZE_SCHEMA = {
     "anyOf": [{"type": "integer", "exclusiveMinimum": 0}, {"type": "string"}],
@@ -144,110 +138,19 @@ class Task(BaseModel):
 
 
 def load_task(folder: Path | str) -> Task:
-    """Load and validate the task in ``folder``: its task.toml (agentenv's format or
-    Harbor's), instruction.md, and the files it names (a Dockerfile, each outputs check's
-    cases file). Raises :class:`~agentenv.problems.Problems` (a :class:`TaskError`) naming
-    every problem found, each with its file and field."""
-    folder = Path(folder)
-    spec_file = folder / "task.toml"
-    if not spec_file.is_file():
-        raise Problems([Problem(spec_file, "not found (a task folder needs task.toml)")])
-    try:
-        raw = tomllib.loads(spec_file.read_text())
-    except tomllib.TOMLDecodeError as e:
-        raise Problems([from_toml(spec_file, e)]) from e
-    except UnicodeDecodeError as e:
-        raise Problems([Problem(spec_file, f"not valid TOML: {e}")]) from e
-    problems: list[Problem] = []
-    harbor = is_harbor(raw, folder)
-    if harbor:
-        try:
-            raw = task_fields(raw, folder, spec_file)  # Harbor's format, run as it is
-        except Problems as e:
-            problems += e.problems
-    for key in FROM_THE_FOLDER:
-        if key in raw:
-            problems.append(Problem(spec_file, "not a task.toml field", field=key))
-    raw.setdefault("id", folder.resolve().name)
-    instruction_file = folder / "instruction.md"
-    if not instruction_file.is_file():
-        problems.append(Problem(instruction_file, "not found (the agent's instruction goes there)"))
-    elif not instruction_file.read_text().strip():
-        problems.append(Problem(instruction_file, "empty"))
-    if problems:
-        raise Problems(problems)
-    raw["instruction"] = instruction_file.read_text()
-    raw["folder"] = folder.resolve()
-    try:
-        task = Task.model_validate(raw)
-    except ValidationError as e:
-        rename = HARBOR_FIELDS if harbor else None
-        raise Problems(from_validation(spec_file, e, model=Task, rename=rename)) from e
-    problems = _named_files(task, spec_file)
-    if problems:
-        raise Problems(problems)
-    return task
+    """Load and validate the task in ``folder`` (:func:`agentenv.formats.load_task`, where
+    the task formats live)."""
+    from agentenv.formats import load_task as load
 
-
-def _named_files(task: Task, spec_file: Path) -> list[Problem]:
-    """What is wrong with the files the task names: its Dockerfile exists, and each outputs
-    check's cases file (on the host, hidden from the agent) is one the verifier can use."""
-    assert task.folder is not None
-    problems = []
-    if task.dockerfile is not None and not (task.folder / task.dockerfile).is_file():
-        missing = f"{task.folder / task.dockerfile} not found"
-        problems.append(Problem(spec_file, missing, field="dockerfile"))
-    checks = leaf_checks(task.verifier) if task.verifier is not None else []
-    for check in checks:
-        if isinstance(check, OutputsCheck):
-            try:
-                read_cases(task.folder / "tests" / check.cases, check)
-            except Problems as e:
-                problems += e.problems
-    return problems
+    return load(folder)
 
 
 def load_tasks(paths: list[Path] | list[str]) -> list[Task]:
-    """Tasks from each path: a task folder (it has ``task.toml``), a folder of task
-    folders such as ``environments/``, or a file of SWE-bench-style instances (``.jsonl`` or
-    ``.json``, see :mod:`agentenv.swebench`). Ids must be unique. Raises
-    :class:`~agentenv.problems.Problems` naming every problem of every task."""
-    tasks: list[Task] = []
-    problems: list[Problem] = []
-    for path in map(Path, paths):
-        try:
-            folders = _task_folders(path)
-        except TaskError as e:
-            problems += e.problems if isinstance(e, Problems) else [Problem(None, str(e))]
-            continue
-        for folder in folders:
-            try:
-                tasks.append(load_task(folder))
-            except Problems as e:
-                problems += e.problems
-    seen: dict[str, Path | None] = {}
-    for task in tasks:
-        if task.id in seen:
-            twice = f"task id {task.id!r} is used twice: {seen[task.id]} and {task.folder}"
-            problems.append(Problem(None, twice))
-        seen[task.id] = task.folder
-    if problems:
-        raise Problems(problems)
-    return tasks
+    """Tasks from each path (:func:`agentenv.formats.load_tasks`, where the task formats
+    live)."""
+    from agentenv.formats import load_tasks as load
 
-
-def _task_folders(path: Path) -> list[Path]:
-    """The task folders ``path`` stands for (instances are written out as folders)."""
-    if (path / "task.toml").is_file():
-        return [path]
-    if is_instances_file(path):
-        return materialize(path)
-    if path.is_dir():
-        found = sorted(p.parent for p in path.glob("*/task.toml"))
-        if not found:
-            raise Problems([Problem(path, "no task folders (folders with a task.toml) in it")])
-        return found
-    raise Problems([Problem(path, "no such task folder or instances file (.jsonl, .json)")])
+    return load(paths)
 
 
 def task_warnings(task: Task) -> list[str]:

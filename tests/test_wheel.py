@@ -16,7 +16,8 @@ import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SCHEMAS = sorted(p.name for p in (ROOT / "agentenv" / "formats").glob("*.schema.json"))
+SCHEMA_DIR = ROOT / "agentenv" / "formats" / "schemas"
+SCHEMAS = sorted(p.name for p in SCHEMA_DIR.glob("*.schema.json"))
 VERIFIERS = sorted(p.name for p in (ROOT / "verifiers").iterdir() if p.is_file())
 MODULES = sorted(
     str(p.relative_to(ROOT))
@@ -73,7 +74,7 @@ def test_the_installed_wheel_verifies(tmp_path: Path) -> None:
     assert {f"agentenv/_checkers/{n}" for n in VERIFIERS} <= names
     shipped = {n for n in names if not n.startswith("agentenv/_checkers/")}
     assert {n for n in shipped if n.endswith((".py", ".sh", ".css", ".js"))} == set(MODULES)
-    assert SCHEMAS and {f"agentenv/formats/{n}" for n in SCHEMAS} <= names
+    assert SCHEMAS and {f"agentenv/formats/schemas/{n}" for n in SCHEMAS} <= names
 
     venv = tmp_path / "venv"
     run(sys.executable, "-m", "venv", "--without-pip", venv, cwd=tmp_path)

@@ -35,7 +35,6 @@ from pydantic import BaseModel, ConfigDict
 from agentenv.agent.loop import run_episode
 from agentenv.agent.trajectory import ToolResultCallback, Trajectory
 from agentenv.archive import Archive
-from agentenv.harbor import verify_in_sandbox
 from agentenv.log import get_logger
 from agentenv.model.client import EventCallback
 from agentenv.model.types import ChatModel
@@ -54,7 +53,15 @@ from agentenv.sandbox import (
 from agentenv.sandbox.errors import ArchiveTooLarge, EngineUnavailable, SandboxUnavailable
 from agentenv.sandbox.images import BASE_IMAGE, dockerfile_image
 from agentenv.tasks import Task
-from agentenv.verify import CHECKER_CAPS, ROOT, CheckResult, HarborCheck, Score, Workspace, verify
+from agentenv.verify import (
+    CHECKER_CAPS,
+    ROOT,
+    CheckResult,
+    Score,
+    Workspace,
+    in_agent_grader,
+    verify,
+)
 
 log = get_logger(__name__)
 
@@ -380,10 +387,11 @@ async def finish(box: Sandbox, prepared: Prepared) -> Final:
         log.info("episode.dropped", task=task.id, entries=dropped[:20], n=len(dropped))
     snapshot = await box.snapshot() if task.verify_in == "final" else None
     score = None
-    if task.verify_in == "agent" and isinstance(task.verifier, HarborCheck):
+    grade = in_agent_grader(task.verifier) if task.verify_in == "agent" else None
+    if grade is not None:
         assert task.tests is not None  # a Harbor task always has tests/ (checked at load)
         await box.resume()  # its processes run on: the tests may look at a service it left
-        score = await verify_in_sandbox(box, task.tests, task.verifier, task.workdir)
+        score = await grade(box, task.tests, task.workdir)
     return Final(workspace=archive, snapshot=snapshot, score=score)
 
 

@@ -12,7 +12,7 @@ from agentenv.verify import CheckResult, Score
 
 pytestmark = pytest.mark.no_docker
 
-RL_DOC = Path(__file__).resolve().parents[1] / "docs" / "rl.md"
+RL_DOC = Path(__file__).resolve().parents[2] / "docs" / "rl.md"
 
 
 @pytest.mark.parametrize("model", [Score, CheckResult])

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_outputs_check import detail, make_task, score, write
+from tests.verify.test_outputs_check import detail, make_task, score, write
 
 pytestmark = pytest.mark.anyio
 

@@ -1,0 +1,194 @@
+"""What every check kind shares: where things are in a checker sandbox, the base of the
+check models, the :class:`Workspace` being verified, the :class:`Run` that lays it down
+afresh before each leaf check, and the host-side readers (capped, depth-checked) of what a
+sandbox produced."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from agentenv._resources import checkers_dir
+from agentenv.archive import Archive
+from agentenv.sandbox.errors import SandboxError
+from agentenv.sandbox.protocol import Sandbox
+from agentenv.verify.score import CheckResult
+
+ROOT = "/agentenv"  # hidden tests, checkers and their output; never visible during the episode
+TESTS = f"{ROOT}/tests"
+CHECKERS = f"{ROOT}/verifiers"
+OUT = f"{ROOT}/out"
+ORIGINAL = f"{ROOT}/original"  # workdir files as they were before the agent (swebench)
+CHECKERS_DIR = checkers_dir()  # the checker programs, from the package or the checkout
+AGENT_USER = "1000:1000"
+"""The agent's user (``uid:gid``) unless a task asks for root."""
+AS_AGENT = f"python3 -I {CHECKERS}/as_agent.py"
+"""How a check script runs one of the agent's programs: as the agent's user, no privileges."""
+CHECKER_CAPS = ("CHOWN", "DAC_OVERRIDE", "FOWNER", "KILL", "SETGID", "SETUID")
+"""What the checker sandbox's root may do: lay out files, and drop to the agent's user."""
+MAX_REPORT = 8 << 20  # bytes of a report (JUnit, JSON, a file) the host will parse
+MAX_DEPTH = 64  # nesting a JSON value may have
+PYTEST_CONFIGS = ("pytest.ini", ".pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml")
+
+
+class CheckBase(BaseModel):
+    """The fields every check kind has: an optional ``name`` and its ``weight`` in a
+    weighted composite."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str | None = None
+    weight: float = Field(1.0, ge=0)
+
+    def kept(self) -> list[str]:
+        """The workdir's files the check takes as they were before the agent (none, unless
+        the kind says otherwise)."""
+        return []
+
+
+class Workspace(BaseModel):
+    """What a checker sandbox verifies: the agent's final workdir as a tar archive whose
+    entries are relative to the workdir (made safe by the episode runner), and the user the
+    agent ran as."""
+
+    archive: Archive  # validates from bytes too
+    workdir: str = "/workspace"
+    agent_user: str = AGENT_USER
+
+
+class Run:
+    """One verification in a checker sandbox: lays the workspace down before each leaf
+    check (so no check sees what an earlier one's agent code left) and stops the agent's
+    processes after each."""
+
+    def __init__(self, sandbox: Sandbox, workspace: Workspace, tests: Path | None = None):
+        self.sandbox = sandbox
+        self.ws = workspace
+        self.tests = tests  # the task's hidden tests on the host (an outputs check's cases)
+        self.leaves = 0
+
+    async def fresh_workspace(self) -> None:
+        """The agent's workspace as it handed it in, and nothing it left in /tmp or
+        /dev/shm (the only other places the agent's user can write)."""
+        await run_checked(self.sandbox, empty_workspace(self.ws), timeout=120)
+        await self.sandbox.upload_tar(self.ws.archive, self.ws.workdir)
+
+    async def stop_agent(self) -> None:
+        """Kill every process of the agent's user; raise if one survives (fails loudly)."""
+        if self.ws.agent_user.split(":")[0] in ("0", "root"):
+            return  # a root agent's leftovers cannot be told from ours; each check is fresh
+        r = await self.sandbox.exec(
+            ["python3", "-I", f"{CHECKERS}/stop_agent.py", self.ws.agent_user], timeout=60
+        )
+        if not r.ok:
+            raise SandboxError(f"cannot stop the agent's processes: {(r.stdout + r.stderr)[-500:]}")
+
+    async def before_leaf(self) -> None:
+        self.leaves += 1
+        if self.leaves > 1:
+            await self.stop_agent()
+            await self.fresh_workspace()
+
+
+def clear(*folders: str) -> str:
+    """A command emptying ``folders`` (which may be mount points, so not removed)."""
+    quoted = " ".join(shlex.quote(f) for f in folders)
+    return f"find {quoted} -mindepth 1 -maxdepth 1 -exec rm -rf {{}} +"
+
+
+def empty_workspace(ws: Workspace) -> str:
+    """A command leaving an empty workdir owned by the agent, and empty /tmp and /dev/shm."""
+    wd, user = shlex.quote(ws.workdir), shlex.quote(ws.agent_user)
+    return (
+        f"mkdir -p {wd} && {clear(ws.workdir, '/tmp')} && "
+        f"{{ [ ! -d /dev/shm ] || {clear('/dev/shm')}; }} && chown {user} {wd} && chmod 0755 {wd}"
+    )
+
+
+async def run_checked(
+    sandbox: Sandbox, cmd: str, *, timeout: float, cwd: str | None = None, check: bool = True
+) -> Any:
+    """Run a setup command of the checker's; ``SandboxError`` when it fails (unless not
+    ``check``)."""
+    result = await sandbox.exec(cmd, timeout=timeout, cwd=cwd)
+    if check and not result.ok:
+        raise SandboxError(f"verifier setup failed: {cmd!r}: {result.stderr.strip()[-500:]}")
+    return result
+
+
+def result(
+    check: CheckBase, default: str, score: float, detail: str = "", *, error: bool = False
+) -> CheckResult:
+    """A check's result: named by the check, else ``default``; passed on full marks."""
+    return CheckResult(
+        name=check.name or default,
+        score=score,
+        passed=score >= 1.0 and not error,
+        detail=detail,
+        error=error,
+    )
+
+
+async def read_capped(sandbox: Sandbox, path: str, limit: int = MAX_REPORT) -> bytes | None:
+    """A file's bytes, or ``None`` when it is missing, unreadable, not a regular file or
+    larger than ``limit`` (nothing the agent made can make the host read without bound)."""
+    r = await sandbox.exec(
+        ["python3", "-I", f"{CHECKERS}/read_capped.py", path, str(limit)],
+        timeout=60,
+        max_output=limit + 1024,
+    )
+    if r.exit_code != 0 or r.truncated:
+        return None
+    return r.stdout_bytes
+
+
+def in_workdir(workdir: str, path: str) -> str:
+    """``path`` as given when absolute, else relative to the workdir."""
+    return path if path.startswith("/") else f"{workdir.rstrip('/')}/{path}"
+
+
+def is_subset(expected: Any, actual: Any) -> bool:
+    """Whether ``actual`` contains ``expected``: dict keys recursively, lists element-wise
+    (same length), anything else equal."""
+    if isinstance(expected, dict):
+        return isinstance(actual, dict) and all(
+            k in actual and is_subset(v, actual[k]) for k, v in expected.items()
+        )
+    if isinstance(expected, bool) or isinstance(actual, bool):
+        return type(expected) is type(actual) and expected == actual  # true is not 1
+    if isinstance(expected, list):
+        return (
+            isinstance(actual, list)
+            and len(actual) == len(expected)
+            and all(is_subset(e, a) for e, a in zip(expected, actual, strict=True))
+        )
+    return bool(expected == actual)
+
+
+def load_json(data: bytes, max_depth: int = MAX_DEPTH) -> Any:
+    """Parse JSON made in a sandbox: ``ValueError`` when it is not JSON or nests deeper
+    than ``max_depth`` (checked before parsing, so no recursion limit is ever reached)."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for byte in data:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif byte == 0x5C:  # backslash
+                escaped = True
+            elif byte == 0x22:
+                in_string = False
+        elif byte == 0x22:
+            in_string = True
+        elif byte in (0x5B, 0x7B):
+            depth += 1
+            deepest = max(deepest, depth)
+            if deepest > max_depth:
+                raise ValueError(f"nested deeper than {max_depth}")
+        elif byte in (0x5D, 0x7D):
+            depth -= 1
+    return json.loads(data)

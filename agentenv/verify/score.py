@@ -1,0 +1,70 @@
+"""What a check's verdict is made of: :class:`CheckResult` (one check) and :class:`Score`
+(the verifier's whole answer)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+
+class CheckResult(BaseModel):
+    """One check's outcome (a leaf of the task's ``[verifier]``). ``error`` means the check
+    could not be made, which is not the agent failing it."""
+
+    name: str = Field(
+        description="the check's `name` in task.toml, else made from its kind and what it "
+        "checks (`command make test`, `file answer.txt`; a swebench check's two lists are "
+        "`FAIL_TO_PASS` and `PASS_TO_PASS`; a Harbor task's, each reward's key; `agent's "
+        "final state` when the checks could not run on what the agent left)"
+    )
+    score: float = Field(
+        description="in [0, 1]: 1 or 0, or the fraction of tests passed for a pytest check "
+        "with `partial = true`"
+    )
+    passed: bool = Field(description="full marks (score 1) and the check could be made")
+    detail: str = Field(
+        "",
+        description="what the check saw, for a person: the tail of a command's output after "
+        "its exit code, `3/4 passed; failed: ...`, `content differs: ...`, `timed out after "
+        "300 s`",
+    )
+    error: bool = Field(
+        False,
+        description="the check could not be made (a test file that does not collect, a "
+        "checker that crashed): then the Score's `error` names it and its reward is not valid",
+    )
+    exit_code: int | None = Field(
+        None, description="a command check's exit code; None for every other kind"
+    )
+    duration_s: float = Field(
+        0.0, description="seconds the check ran (command and swebench checks; 0 for others)"
+    )
+    tests: dict[str, str] | None = Field(
+        None,
+        description="a swebench check's: each listed test's outcome (`passed`, `failed`, "
+        "`error`, `skipped`, `missing`); None for other kinds",
+    )
+
+
+class Score(BaseModel):
+    """What a verifier gave: reward in [0, 1], passed, the checks, and ``error`` when the
+    verifier itself failed (then the reward is not valid)."""
+
+    reward: float = Field(
+        description="in [0, 1]: the verifier's score (a composite's combination of its "
+        "checks, a partial pytest check's fraction); 0 when `error` is set, and then not a "
+        "valid reward (`Trajectory.reward` is None)"
+    )
+    passed: bool = Field(description="full marks: reward 1, and no error")
+    checks: list[CheckResult] = Field(
+        [],
+        description="each check's result, in the order of task.toml (a composite's parts, "
+        "not the composite itself); empty when the verifier could not start",
+    )
+    error: str | None = Field(
+        None,
+        description="why the verifier itself could not score (a check that could not be "
+        "made, the checker sandbox failing); None when it scored",
+    )
+    duration_s: float = Field(
+        0.0, description="seconds the verification took, the checker sandbox's layout included"
+    )
