@@ -74,8 +74,8 @@ def _init_pid(info: dict[str, Any] | None) -> int:
 
 class ContainerSandbox:
     """A sandbox in a container of the engine ``driver`` drives. Made by a backend's
-    subclass (the Docker backend's ``create``, say); an async context manager that removes it on
-    exit, including on cancellation and Ctrl-C."""
+    subclass (the Docker backend's ``create``, say); an async context manager that removes
+    it on exit, including on cancellation and Ctrl-C."""
 
     def __init__(self, driver: Driver, container_id: str, spec: SandboxSpec, image: str):
         self._driver = driver
