@@ -8,7 +8,7 @@ through ``nsop.py`` (``namespace``) and making a used one as new (``renew``). Th
 backends' folders hold only their drivers."""
 
 from agentenv.sandbox.container.config import KEEPALIVE, sandbox_labels, snapshot_labels
-from agentenv.sandbox.container.driver import DirectExec, Driver, Explain
+from agentenv.sandbox.container.driver import DirectExec, Driver, Explain, Pacer
 from agentenv.sandbox.container.failure import explain_failure
 from agentenv.sandbox.container.freezing import (
     FREEZE_ATTEMPTS,
@@ -37,6 +37,7 @@ __all__ = [
     "Explain",
     "FrozenBy",
     "InspectState",
+    "Pacer",
     "explain_failure",
     "freeze",
     "frozen_here",
