@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from agentenv.sandbox import Sandbox, SandboxSpec, container, create
-from agentenv.sandbox.docker import sandbox as docker_sandbox
+from agentenv.sandbox import Sandbox, SandboxSpec, create
+from agentenv.sandbox.container import namespace as container
+from agentenv.sandbox.container import sandbox as docker_sandbox
 from agentenv.sandbox.errors import ArchiveTooLarge
 
 pytestmark = pytest.mark.anyio

@@ -95,7 +95,7 @@ def test_a_stale_engine_answer_from_containerd_is_a_conflict_to_reconcile() -> N
     # a 500 the sandbox raised instead of looking at the container's real state
     import docker
 
-    from agentenv.sandbox.docker.sandbox import freeze_conflict
+    from agentenv.sandbox.docker.driver import freeze_conflict
 
     seen = (
         "Cannot unpause container 8ea8eb8b393f: cannot resume a running process: unknown",

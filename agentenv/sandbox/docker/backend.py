@@ -9,7 +9,7 @@ import requests
 
 from agentenv.sandbox import labels as L
 from agentenv.sandbox.backend import Leftover, check_options, fork_by_creating
-from agentenv.sandbox.container import seen_status, thaw_before_removal
+from agentenv.sandbox.container.freezing import seen_status, thaw_before_removal
 from agentenv.sandbox.docker.engine import Engine, connect, get_engine
 from agentenv.sandbox.docker.sandbox import DockerSandbox
 from agentenv.sandbox.errors import EngineUnavailable, SandboxError

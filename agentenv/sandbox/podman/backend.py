@@ -11,7 +11,7 @@ import anyio
 
 from agentenv.sandbox import labels as L
 from agentenv.sandbox.backend import Leftover, check_options, fork_by_creating
-from agentenv.sandbox.container import seen_status, thaw_before_removal
+from agentenv.sandbox.container.freezing import seen_status, thaw_before_removal
 from agentenv.sandbox.errors import SandboxError
 from agentenv.sandbox.gc import leftover
 from agentenv.sandbox.podman.cli import NoSuchObject, podman, podman_sync

@@ -11,17 +11,8 @@ import tempfile
 from pathlib import Path
 
 from agentenv.log import get_logger
+from agentenv.sandbox import images as shared
 from agentenv.sandbox.errors import ImageUnavailable, SandboxError
-from agentenv.sandbox.images import (
-    BASE_IMAGE,
-    BASE_PACKAGES,
-    CONTEXT_LABEL,
-    PACKAGES_LABEL,
-    base_changes,
-    base_rootfs,
-    context_digest,
-    packages_digest,
-)
 from agentenv.sandbox.podman.cli import NoSuchObject, podman, podman_path, podman_sync
 
 log = get_logger(__name__)
@@ -41,14 +32,15 @@ async def resolve_image(image: str, dockerfile: Path | None = None) -> str:
     """Make ``image`` present and return its name: present, or built from ``dockerfile``."""
     labels = await _labels(image)
     if labels is not None and (
-        dockerfile is None or labels.get(CONTEXT_LABEL) == context_digest(dockerfile)
+        dockerfile is None or labels.get(shared.CONTEXT_LABEL) == shared.context_digest(dockerfile)
     ):
         return image
     if dockerfile is None:
         hint = " Put it there with `agentenv doctor --fix --backend podman`."
+        hint = hint if image == shared.BASE_IMAGE else ""
         raise ImageUnavailable(
             f"image {image!r} is not in Podman's storage and no Dockerfile was given to "
-            f"build it (the podman backend never pulls).{hint if image == BASE_IMAGE else ''}"
+            f"build it (the podman backend never pulls).{hint}"
         )
     dockerfile = Path(dockerfile).resolve()
     if not dockerfile.is_file():
@@ -57,7 +49,7 @@ async def resolve_image(image: str, dockerfile: Path | None = None) -> str:
     try:
         await podman(
             "build", "--pull=never", "--quiet", "--tag", image,
-            "--label", f"{CONTEXT_LABEL}={context_digest(dockerfile)}",
+            "--label", f"{shared.CONTEXT_LABEL}={shared.context_digest(dockerfile)}",
             "--file", str(dockerfile), str(dockerfile.parent),
         )  # fmt: skip
     except SandboxError as e:
@@ -68,11 +60,11 @@ async def resolve_image(image: str, dockerfile: Path | None = None) -> str:
 def base_image_state() -> tuple[bool, str]:
     """Whether Podman has the base image, built from today's package list, in words."""
     try:
-        found = json.loads(podman_sync("image", "inspect", BASE_IMAGE))
+        found = json.loads(podman_sync("image", "inspect", shared.BASE_IMAGE))
     except NoSuchObject:
         return False, "missing"
     labels = (found[0] if isinstance(found, list) else found).get("Labels") or {}
-    if labels.get(PACKAGES_LABEL) == packages_digest():
+    if labels.get(shared.PACKAGES_LABEL) == shared.packages_digest():
         return True, "present"
     return False, "present but outdated (package list changed)"
 
@@ -85,20 +77,20 @@ def put_base_image(*, mirror: str | None = None) -> str:
     if docker is not None:
         probe = subprocess.run(
             [docker, "image", "inspect", "--format",
-             f'{{{{index .Config.Labels "{PACKAGES_LABEL}"}}}}', BASE_IMAGE],
+             f'{{{{index .Config.Labels "{shared.PACKAGES_LABEL}"}}}}', shared.BASE_IMAGE],
             capture_output=True, text=True, check=False,
         )  # fmt: skip
-        if probe.returncode == 0 and probe.stdout.strip() == packages_digest():
-            save = subprocess.Popen([docker, "save", BASE_IMAGE], stdout=subprocess.PIPE)
+        if probe.returncode == 0 and probe.stdout.strip() == shared.packages_digest():
+            save = subprocess.Popen([docker, "save", shared.BASE_IMAGE], stdout=subprocess.PIPE)
             load = subprocess.run(
                 [podman_path(), "load", "--quiet"], stdin=save.stdout, capture_output=True
             )
             save.wait()
             if load.returncode == 0 and save.returncode == 0:
-                return BASE_IMAGE
+                return shared.BASE_IMAGE
             log.info("image.copy_failed", error=load.stderr.decode(errors="replace")[-500:])
     with tempfile.TemporaryDirectory(prefix="agentenv-base-") as tmp:
-        tarball = base_rootfs(Path(tmp), mirror=mirror, packages=BASE_PACKAGES)
-        changes = [a for c in base_changes(BASE_PACKAGES) for a in ("--change", c)]
-        podman_sync("import", "--quiet", *changes, str(tarball), BASE_IMAGE)
-    return BASE_IMAGE
+        tarball = shared.base_rootfs(Path(tmp), mirror=mirror, packages=shared.BASE_PACKAGES)
+        changes = [a for c in shared.base_changes(shared.BASE_PACKAGES) for a in ("--change", c)]
+        podman_sync("import", "--quiet", *changes, str(tarball), shared.BASE_IMAGE)
+    return shared.BASE_IMAGE
