@@ -18,6 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
+from agentenv.guest.executor import HeadTail
 from agentenv.model.types import ToolCall
 from agentenv.sandbox.errors import (
     SandboxClosed,
@@ -25,7 +26,6 @@ from agentenv.sandbox.errors import (
     SandboxPaused,
     SandboxUnavailable,
 )
-from agentenv.sandbox.executor_server import HeadTail
 from agentenv.sandbox.protocol import Sandbox
 
 MODEL_OUTPUT_LIMIT = 16_000

@@ -19,11 +19,11 @@ import json
 import marshal
 import os
 import struct
-from pathlib import Path
 from typing import IO, Any, Protocol
 
 import anyio
 
+from agentenv import guest
 from agentenv.sandbox.errors import ExecUserError, FileTooLarge
 from agentenv.sandbox.protocol import ExecResult, OutputCallback
 
@@ -32,7 +32,7 @@ _MAX_HEADER = 1 << 20
 MAX_PAYLOAD = 1 << 30
 _UPLOAD_CHUNK = 1 << 20
 """The largest payload a reply may carry (a file read whole): 1 GiB."""
-_SOURCE = (Path(__file__).parent / "executor_server.py").read_bytes()
+_SOURCE = guest.source("executor")
 _NAME = "agentenv-executor"
 # Reads the executor from stdin and runs it: nothing is written into the image, and `ps` in
 # the sandbox shows a short command line. Sent: this interpreter's magic number, the lengths

@@ -6,17 +6,17 @@ from __future__ import annotations
 
 import sys
 import tempfile
-from pathlib import Path
 from typing import IO
 
 import anyio
 
+from agentenv import guest
 from agentenv.sandbox.errors import ArchiveTooLarge, SandboxError
 from agentenv.sandbox.files import numeric_owner
 from agentenv.sandbox.spec import SandboxSpec
 
-NSOP = [sys.executable, "-I", "-S", str(Path(__file__).parent.parent / "nsop.py")]
-"""Runs ``nsop.py`` (work on a container's files from the host, inside its mount namespace)
+NSOP = [sys.executable, "-I", "-S", guest.path("nsop")]
+"""Runs ``guest/nsop.py`` (work on a container's files from the host, inside its mount namespace)
 with this Python: add the operation and its arguments."""
 _READ_GUARD_S = 900.0  # reading a bounded workdir takes less; more means something hangs
 

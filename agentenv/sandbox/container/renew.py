@@ -14,6 +14,7 @@ from typing import Any
 
 import anyio
 
+from agentenv import guest
 from agentenv.log import get_logger
 from agentenv.sandbox import cgroup
 from agentenv.sandbox.channel import PYTHON_ARGV
@@ -94,70 +95,13 @@ async def kill_all_but_ours(sandbox_id: str, init_pid: int, *, timeout_s: float 
     return False
 
 
-WIPE = r"""
-import os, stat, sys
-owner, fixed, shared = sys.argv[1].split("|")
-uid, gid = (int(x) for x in owner.split(":"))
-fixed, shared = fixed.split(","), shared.split(",")
-def rm(path):
-    todo = [(path, False)]
-    while todo:
-        path, emptied = todo.pop()
-        st = os.lstat(path)
-        if not stat.S_ISDIR(st.st_mode):
-            os.unlink(path)
-        elif emptied:
-            os.rmdir(path)
-        else:
-            if st.st_uid == os.geteuid():
-                os.chmod(path, 0o700)
-            todo.append((path, True))
-            todo.extend((os.path.join(path, n), False) for n in os.listdir(path))
-for top in fixed + shared:
-    if not os.path.isdir(top):
-        continue
-    for name in os.listdir(top):
-        rm(os.path.join(top, name))
-    for attr in os.listxattr(top):
-        os.removexattr(top, attr)
-for top in fixed:
-    if os.path.isdir(top):
-        if os.geteuid() == 0:
-            os.chown(top, uid, gid)
-        os.chmod(top, 0o755)
-left = []
-for top in fixed + shared:
-    if os.path.isdir(top):
-        st = os.lstat(top)
-        if os.listdir(top) or os.listxattr(top):
-            left.append(top)
-        want = (uid, gid, 0o755) if top in fixed else (0, 0, 0o1777)
-        if (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) != want:
-            left.append(top + " (owner or mode)")
-for kind in ("shm", "sem", "msg"):
-    with open("/proc/sysvipc/" + kind) as f:
-        if len(f.read().splitlines()) > 1:
-            left.append("System V " + kind)
-# seen from inside too (a runtime whose processes the host cannot see, say): nothing runs
-# but init, the keep-alive and its sleep (root's), this and the executor that started it
-for pid in os.listdir("/proc"):
-    if not pid.isdigit() or int(pid) in (os.getpid(), os.getppid()):
-        continue
-    try:
-        with open("/proc/%s/status" % pid) as f:
-            status = dict(line.split(":", 1) for line in f.read().splitlines() if ":" in line)
-    except OSError:
-        continue
-    name, uids = status["Name"].strip(), status["Uid"].split()
-    if set(uids) != {"0"} or name not in ("docker-init", "podman-init", "tini", "sh", "sleep"):
-        left.append("a process (%s, uid %s)" % (name, uids[0]))
-print("clean" if not left else "left: " + ", ".join(left))
-"""
-"""Run as the sandbox's user (``[*PYTHON_ARGV, WIPE, "UID:GID|FIXED|SHARED"]``) once only
-init and keep-alive are left: empties the folders a read-only sandbox may write (``FIXED``,
-the workdir and scratch folders, given back to ``UID:GID`` at 0755; ``SHARED``, /tmp,
-/dev/shm and /dev/mqueue, root's at 1777) and prints ``clean`` only if they are as a new
-sandbox's, with no System V IPC object and no other process left."""
+WIPE = guest.source("wipe").decode()
+"""The source of ``guest/wipe.py``, run as the sandbox's user (``[*PYTHON_ARGV, WIPE,
+"UID:GID|FIXED|SHARED"]``) once only init and keep-alive are left: empties the folders a
+read-only sandbox may write (``FIXED``, the workdir and scratch folders, given back to
+``UID:GID`` at 0755; ``SHARED``, /tmp, /dev/shm and /dev/mqueue, root's at 1777) and prints
+``clean`` only if they are as a new sandbox's, with no System V IPC object and no other
+process left."""
 
 
 def writable_mounts(info: dict[str, Any]) -> list[str]:

@@ -15,10 +15,10 @@ import uuid
 
 import anyio
 
+from agentenv.guest.executor import HeadTail
 from agentenv.sandbox.channel import StreamClosed
 from agentenv.sandbox.docker.engine import Engine
 from agentenv.sandbox.docker.stream import STDERR, DockerStream
-from agentenv.sandbox.executor_server import HeadTail
 from agentenv.sandbox.protocol import ExecResult, OutputCallback
 
 _WRAPPER = r"""

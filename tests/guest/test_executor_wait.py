@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from agentenv.sandbox import executor_server
+from agentenv.guest import executor as executor_server
 
 pytestmark = pytest.mark.no_docker
 

@@ -131,7 +131,7 @@ def _write_frame(header, payload=b""):
 
 
 def _children_map():
-    children = {}
+    children = {}  # type: dict[int, list[int]]
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
@@ -343,34 +343,27 @@ def resolve_user(user):
     return uid, gid, groups, home
 
 
-def do_exec(req, stdin_data, inp):
-    started = time.monotonic()
-    limit = req.get("max_output")
-    limit = 1 << 20 if limit is None else int(limit)
-    out, err = HeadTail(limit), HeadTail(limit)
-    argv = req.get("argv") or [_shell(), "-c", req["shell"]]
-    cwd = req.get("cwd")
-    env = dict(os.environ)
-    env.update(req.get("env") or {})
-    tag = "%d-%d" % (os.getpid(), int(time.time() * 1e6))
-    env["AGENTENV_EXEC"] = tag
-    if cwd and not os.path.isdir(cwd):
-        err.add(("agentenv: working directory %r does not exist\n" % cwd).encode())
-        return _result(1, out, err, started)
-    ooms = _oom_kills()
-    preexec = None
-    if req.get("user"):
-        uid, gid, groups, home = resolve_user(req["user"])
-        same = os.getuid() == uid and os.getgid() == gid and sorted(os.getgroups()) == groups
-        if not same and not _capable(6, 7):  # CAP_SETGID, CAP_SETUID
-            raise UserError(
-                "not_permitted",
-                "agentenv: cannot run as user %r: the sandbox may not switch users "
-                "(its spec needs cap_add SETUID and SETGID, and a root default user)" % req["user"],
-            )
-        preexec = _become(uid, gid, groups)
-        if home and "HOME" not in (req.get("env") or {}):
-            env["HOME"] = home  # as `docker exec --user` sets it
+def _switch_to(req, env):
+    """The preexec function running the command as ``req["user"]`` (None: as we are), with
+    ``HOME`` set in ``env`` as ``docker exec --user`` sets it."""
+    if not req.get("user"):
+        return None
+    uid, gid, groups, home = resolve_user(req["user"])
+    same = os.getuid() == uid and os.getgid() == gid and sorted(os.getgroups()) == groups
+    if not same and not _capable(6, 7):  # CAP_SETGID, CAP_SETUID
+        raise UserError(
+            "not_permitted",
+            "agentenv: cannot run as user %r: the sandbox may not switch users "
+            "(its spec needs cap_add SETUID and SETGID, and a root default user)" % req["user"],
+        )
+    if home and "HOME" not in (req.get("env") or {}):
+        env["HOME"] = home  # as `docker exec --user` sets it
+    return _become(uid, gid, groups)
+
+
+def _start(req, argv, cwd, env, preexec, err):
+    """The command started (and None), or None and the exit code of a launch that failed,
+    explained in ``err``."""
     try:
         proc = subprocess.Popen(
             argv,
@@ -394,90 +387,141 @@ def do_exec(req, stdin_data, inp):
         code = 127 if isinstance(e, FileNotFoundError) else 126
         reason = getattr(e, "strerror", None) or e
         err.add(("agentenv: cannot run %r: %s\n" % (argv[0], reason)).encode())
-        return _result(code, out, err, started)
-    if req.get("stdin"):
-        threading.Thread(target=_feed, args=(proc.stdin, stdin_data), daemon=True).start()
-    timeout = req.get("timeout")
-    deadline = started + float(timeout) if timeout else None
-    stream = bool(req.get("stream"))
-    pipes = {proc.stdout.fileno(): (1, out), proc.stderr.fileno(): (2, err)}
-    open_fds = set(pipes)
-    timed_out = False
-    exited_at = None
-    # The pipes close a moment before the exit can be reaped: a pidfd wakes us when it can
-    # (polling instead made most commands wait a whole extra millisecond).
-    exit_fd = _exit_fd(proc.pid)
-    idle_wait = 0.00005
-    # Until the command has exited and its pipes are drained (or have lingered long enough):
-    # a command may close its output early and run on, so the deadline is checked regardless.
-    while True:
-        now = time.monotonic()
-        if exited_at is None and proc.poll() is not None:
-            exited_at = now
-        if exited_at is not None and (not open_fds or now - exited_at > _LINGER_S):
-            break
-        if deadline is not None and now >= deadline and not timed_out:
-            kill_tree(proc.pid, tag)
-            timed_out = True
-        if open_fds or (exit_fd is not None and exited_at is None):
-            wait = 0.05  # the pipes or the exit wake us
-        else:
-            # Output closed but the process not yet reaped: nothing will wake us, so poll,
-            # quickly at first (it is usually exiting), then less often (it may run on).
-            idle_wait = min(idle_wait * 2, 0.05)
-            wait = idle_wait
-        if deadline is not None and not timed_out:
-            wait = min(wait, max(0.0, deadline - now))
-        watched = [*open_fds, inp.fd]
-        if exit_fd is not None and exited_at is None:
-            watched.append(exit_fd)
-        ready, _, _ = select.select(watched, [], [], wait)
+        return None, code
+    return proc, None
+
+
+class _Running(object):
+    """A started command whose output is gathered until it has exited and its pipes are
+    drained (or have lingered long enough), each chunk sent on as it comes if ``stream``."""
+
+    def __init__(self, proc, tag, out, err, stream):
+        self.proc = proc
+        self.tag = tag
+        self.stream = stream
+        self.pipes = {proc.stdout.fileno(): (1, out), proc.stderr.fileno(): (2, err)}
+        self.open_fds = set(self.pipes)
+        self.timed_out = False
+
+    def _add(self, fd, data):
+        which, sink = self.pipes[fd]
+        sink.add(data)
+        if self.stream:
+            _write_frame({"type": "chunk", "fd": which}, data)
+
+    def _take(self, ready, exit_fd, inp):
         for fd in ready:
             if fd == exit_fd:
                 continue  # reaped at the top of the loop
             if fd == inp.fd:
                 inp.fill()
                 if inp.eof:  # the host went away (cancelled): leave nothing behind
-                    kill_tree(proc.pid, tag)
+                    kill_tree(self.proc.pid, self.tag)
                     sys.exit(0)
                 continue
             data = os.read(fd, _CHUNK)
             if not data:
-                open_fds.discard(fd)
+                self.open_fds.discard(fd)
                 continue
-            which, sink = pipes[fd]
-            sink.add(data)
-            if stream:
-                _write_frame({"type": "chunk", "fd": which}, data)
-    if exit_fd is not None:
-        os.close(exit_fd)
-    # Whatever the command wrote before it exited is still in the pipes if we were slow
-    # (starved of CPU): take it, without waiting for writers that live on in the background.
-    for fd in open_fds:
-        os.set_blocking(fd, False)
-        which, sink = pipes[fd]
-        for _ in range(64):
-            try:
-                data = os.read(fd, _CHUNK)
-            except BlockingIOError:
+            self._add(fd, data)
+
+    def pump(self, inp, deadline):
+        """Gather output until the command has exited and its pipes are drained (or have
+        lingered long enough), killing it at ``deadline``. A command may close its output
+        early and run on, so the deadline is checked regardless."""
+        exited_at = None
+        # The pipes close a moment before the exit can be reaped: a pidfd wakes us when it
+        # can (polling instead made most commands wait a whole extra millisecond).
+        exit_fd = _exit_fd(self.proc.pid)
+        idle_wait = 0.00005
+        while True:
+            now = time.monotonic()
+            if exited_at is None and self.proc.poll() is not None:
+                exited_at = now
+            if exited_at is not None and (not self.open_fds or now - exited_at > _LINGER_S):
                 break
-            if not data:
-                break
-            sink.add(data)
-            if stream:
-                _write_frame({"type": "chunk", "fd": which}, data)
-    proc.stdout.close()
-    proc.stderr.close()
-    if timed_out:
-        kill_tree(proc.pid, tag)
-    code = proc.wait()
-    if code < 0:
-        code = 128 - code  # shell convention: killed by signal N -> 128 + N
-    if timed_out:
-        code = 124  # as GNU timeout reports it
+            if deadline is not None and now >= deadline and not self.timed_out:
+                kill_tree(self.proc.pid, self.tag)
+                self.timed_out = True
+            exit_watched = exit_fd is not None and exited_at is None
+            if self.open_fds or exit_watched:
+                wait = 0.05  # the pipes or the exit wake us
+            else:
+                # Output closed but the process not yet reaped: nothing will wake us, so
+                # poll, quickly at first (it is usually exiting), then less often (it may
+                # run on).
+                idle_wait = min(idle_wait * 2, 0.05)
+                wait = idle_wait
+            if deadline is not None and not self.timed_out:
+                wait = min(wait, max(0.0, deadline - now))
+            watched = [*self.open_fds, inp.fd]
+            if exit_watched:
+                watched.append(exit_fd)
+            ready, _, _ = select.select(watched, [], [], wait)
+            self._take(ready, exit_fd, inp)
+        if exit_fd is not None:
+            os.close(exit_fd)
+
+    def drain(self):
+        """Take whatever the command wrote before it exited that is still in the pipes (we
+        were slow, starved of CPU), without waiting for writers living on in the
+        background."""
+        for fd in self.open_fds:
+            os.set_blocking(fd, False)
+            for _ in range(64):
+                try:
+                    data = os.read(fd, _CHUNK)
+                except BlockingIOError:
+                    break
+                if not data:
+                    break
+                self._add(fd, data)
+
+    def finish(self):
+        """Close the pipes, reap the command and return its exit code as a shell gives it."""
+        self.proc.stdout.close()
+        self.proc.stderr.close()
+        if self.timed_out:
+            kill_tree(self.proc.pid, self.tag)
+        code = self.proc.wait()
+        if code < 0:
+            code = 128 - code  # shell convention: killed by signal N -> 128 + N
+        if self.timed_out:
+            code = 124  # as GNU timeout reports it
+        return code
+
+
+def do_exec(req, stdin_data, inp):
+    """Run the command ``req`` asks for (its stdin ``stdin_data``) and reply with its result,
+    its output sent as it comes if asked; a host that goes away (``inp`` ends) kills it."""
+    started = time.monotonic()
+    limit = req.get("max_output")
+    limit = 1 << 20 if limit is None else int(limit)
+    out, err = HeadTail(limit), HeadTail(limit)
+    argv = req.get("argv") or [_shell(), "-c", req["shell"]]
+    cwd = req.get("cwd")
+    env = dict(os.environ)
+    env.update(req.get("env") or {})
+    tag = "%d-%d" % (os.getpid(), int(time.time() * 1e6))
+    env["AGENTENV_EXEC"] = tag
+    if cwd and not os.path.isdir(cwd):
+        err.add(("agentenv: working directory %r does not exist\n" % cwd).encode())
+        return _result(1, out, err, started)
+    ooms = _oom_kills()
+    proc, failed = _start(req, argv, cwd, env, _switch_to(req, env), err)
+    if proc is None:
+        return _result(failed, out, err, started)
+    if req.get("stdin"):
+        threading.Thread(target=_feed, args=(proc.stdin, stdin_data), daemon=True).start()
+    timeout = req.get("timeout")
+    deadline = started + float(timeout) if timeout else None
+    running = _Running(proc, tag, out, err, bool(req.get("stream")))
+    running.pump(inp, deadline)
+    running.drain()
+    code = running.finish()
     after = _oom_kills()
     oom = ooms is not None and after is not None and after > ooms and code == 137
-    return _result(code, out, err, started, timed_out=timed_out, oom_killed=oom)
+    return _result(code, out, err, started, timed_out=running.timed_out, oom_killed=oom)
 
 
 def _mode_allows(info, bit):
@@ -715,7 +759,7 @@ def _extract(tar, root_fd, as_root):
     symlinks and hard links, with their modes and times (and owners, as root); anything
     else is refused. Folders get their modes and times last, deepest first, as they may
     forbid writing into them."""
-    folders = []
+    folders = []  # type: list[tuple[list[str], object]]
     on_path = _Folders(root_fd)
     try:
         while True:
@@ -806,7 +850,7 @@ def do_untar(req, inp):
             import tarfile
 
             try:
-                with tarfile.open(
+                with tarfile.open(  # type: ignore[call-overload]  # a file-like object
                     fileobj=source, mode="r|", encoding="utf-8", errors="surrogateescape"
                 ) as tar:
                     _extract(tar, root_fd, os.geteuid() == 0)
