@@ -30,6 +30,17 @@ from agentenv import scratch
 from agentenv.agent.loop import run_episode
 from agentenv.agent.trajectory import Limits, Spend, Trajectory
 from agentenv.log import get_logger
+from agentenv.refactor.repos import (
+    BranchMade,
+    RepoEntry,
+    RepoError,
+    apply_patch,
+    clone_committed,
+    create_branch,
+    detect_test_command,
+    git,
+    ref_format_problem,
+)
 from agentenv.runner.budget import Budget, Metered, with_earlier_spend
 from agentenv.runner.episode import (
     Prepared,
@@ -49,17 +60,6 @@ from agentenv.runner.journal import (
 )
 from agentenv.runner.outcomes import classify
 from agentenv.runner.policy import Policies
-from agentenv.runner.repos import (
-    BranchMade,
-    RepoEntry,
-    RepoError,
-    apply_patch,
-    clone_committed,
-    create_branch,
-    detect_test_command,
-    git,
-    ref_format_problem,
-)
 from agentenv.sandbox import FileTooLarge, recycling
 from agentenv.sandbox.images import BASE_IMAGE
 from agentenv.tasks import Task
@@ -588,7 +588,7 @@ def apply_patches(
     """For every ``changed-green`` repo, make a branch ``agentenv/<job>`` holding its patch
     as one commit, by the user's git identity, with the instruction (from the job's config
     unless given) in the message. One repo's failure does not stop the others; no existing
-    branch is moved (see :func:`~agentenv.runner.repos.create_branch`). The user's working
+    branch is moved (see :func:`~agentenv.refactor.repos.create_branch`). The user's working
     tree is left alone."""
     branch = f"agentenv/{job}"
     problem = ref_format_problem(branch)
