@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
-from tests.eval.test_eval import make_task
 
 from agentenv.runner.outcomes import POLICY
 from agentenv.testing import K3Server, ScriptedToolCall, ScriptedTurn
+from tests.eval.test_eval import make_task
 from tests.faults.engine import PrivateEngine
 
 TTFT_S = 1.0  # a model that thinks: the sandboxes spend most of an episode paused

@@ -14,8 +14,6 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from tests.refactor.test_refactor_job import CALC, SWAP
-from tests.refactor.test_refactor_verdicts import make_repo
 
 from agentenv.refactor.repos import git
 from agentenv.testing import K3Server
@@ -34,6 +32,8 @@ from tests.faults.scenario import (
     verifying,
     wait_until,
 )
+from tests.refactor.test_refactor_job import CALC, SWAP
+from tests.refactor.test_refactor_verdicts import make_repo
 
 TASKS, SAMPLES = 4, 2
 
