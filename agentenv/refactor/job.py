@@ -44,9 +44,9 @@ from agentenv.refactor.repos import (
 from agentenv.runner.budget import Budget, Metered, with_earlier_spend
 from agentenv.runner.episode import (
     Prepared,
+    episode,
     prepare,
     release,
-    start_sandbox,
     verify_workspace,
     workspace_tar,
 )
@@ -397,7 +397,10 @@ async def _fill(
     if not result.before.green:
         result.outcome = "baseline-red"
         return
-    async with await start_sandbox(prepared) as box:
+    # the same episode as every driver's, ended by the same teardown; no checker made
+    # ahead (the tests run on the patch, once made) and the sandbox never recycled
+    async with episode(prepared, ahead=False, reusable=False) as ep:
+        box = ep.sandbox
         traj = await run_episode(
             Metered(policies.for_task(task), result),  # paid turns count if the rest fails
             box,

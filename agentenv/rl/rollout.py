@@ -25,13 +25,12 @@ from agentenv.log import get_logger
 from agentenv.model.types import ChatModel
 from agentenv.runner.episode import (
     CheckerAhead,
+    Episode,
     Prepared,
     checker_ahead,
-    finish,
     prepare,
     release,
     start_sandbox,
-    verify_final,
 )
 from agentenv.runner.outcomes import classify
 from agentenv.sandbox import (
@@ -39,7 +38,6 @@ from agentenv.sandbox import (
     SandboxPool,
     SandboxSpec,
     attach,
-    handed_back,
     recycling,
 )
 from agentenv.tasks import Task
@@ -322,9 +320,8 @@ class Rollout:
         sandbox (the one made ``ahead``, if given), filling in the reward."""
         # a sandbox made to outlive this process is not kept for another episode
         reusable = self.prepared.recyclable and not self.box.spec.outlive_owner
-        async with handed_back(self.box, reusable=reusable):
-            final = await finish(self.box, self.prepared)
-        self.trajectory.score = await verify_final(self.prepared, final, ahead=ahead)
+        ep = Episode(self.prepared, self.box, ahead=ahead, reusable=reusable)
+        _, self.trajectory.score = await ep.conclude()
         return self.trajectory
 
     async def run(self) -> Trajectory:
