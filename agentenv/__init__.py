@@ -8,7 +8,7 @@ next (``stream``, ``rollout_group`` and eval jobs do this themselves).
 """
 
 from agentenv.agent.loop import Limits, Trajectory
-from agentenv.runner.rollout import (
+from agentenv.rl.rollout import (
     Rollout,
     SuspendedRollout,
     resume,

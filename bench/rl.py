@@ -84,8 +84,8 @@ from agentenv.agent.loop import Trajectory
 from agentenv.model.client import OpenAIChatModel
 from agentenv.model.limit import AdaptiveLimit
 from agentenv.model.types import ChatModel
+from agentenv.rl.rollout import GroupTimings, rollout, rollout_group
 from agentenv.runner.episode import prepare, release, start_sandbox
-from agentenv.runner.rollout import GroupTimings, rollout, rollout_group
 from agentenv.sandbox import Sandbox, recycling
 from agentenv.sandbox import labels as agentenv_labels
 from agentenv.sandbox.docker import get_engine

@@ -42,8 +42,8 @@ def run(
 ) -> None:
     """Run one episode and show it live: reasoning (dimmed), tool calls and their results,
     then turns, tokens, cache hits and dollars."""
+    from agentenv.cli.render import EpisodeRenderer, summary_line
     from agentenv.errors import TaskError
-    from agentenv.render import EpisodeRenderer, summary_line
     from agentenv.runner import Policies, run_task
     from agentenv.tasks import Task, load_task, task_warnings
 

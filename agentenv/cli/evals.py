@@ -24,7 +24,7 @@ from agentenv.cli._app import (
     print_wide,
 )
 from agentenv.errors import NoRoute
-from agentenv.runner.summary import Row
+from agentenv.eval.summary import Row
 from agentenv.sandbox import SandboxError
 
 ModelOption = Annotated[
@@ -117,11 +117,11 @@ def eval_(
     resumes, after removing what a killed run of the job left running."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from agentenv.cli.render import ProgressLines, phase_line, summary_table
     from agentenv.errors import ConfigMismatch, JobStopped, TaskError
-    from agentenv.render import ProgressLines, phase_line, summary_table
+    from agentenv.eval.jobs import EpisodeSettings, job_config, regrade, run_eval, settled
+    from agentenv.eval.jobs import Progress as JobProgress
     from agentenv.runner import Policies
-    from agentenv.runner.eval import EpisodeSettings, job_config, regrade, run_eval, settled
-    from agentenv.runner.eval import Progress as JobProgress
     from agentenv.runner.results import check_config, load_results
     from agentenv.tasks import load_tasks, task_warnings
 
@@ -218,7 +218,7 @@ def eval_(
     async def run() -> list[Row]:
         cluster = None
         if executor == "ray":
-            from agentenv.runner import ray_executor  # agentenv[ray], checked above
+            from agentenv.rl import ray_executor  # agentenv[ray], checked above
 
             cluster = ray_executor.runner(address=address, out=folder)
         return await run_eval(
@@ -332,8 +332,8 @@ def report(
     """Print a job's summary again, from its results.jsonl."""
     from pydantic import ValidationError
 
-    from agentenv.render import failures_table, phase_line, summary_table
-    from agentenv.runner.eval import load_config, write_summary
+    from agentenv.cli.render import failures_table, phase_line, summary_table
+    from agentenv.eval.jobs import load_config, write_summary
     from agentenv.runner.results import load_results
 
     if _kind(folder) == "refactor":  # its report is the summary it wrote

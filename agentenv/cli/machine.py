@@ -71,7 +71,7 @@ def demo(
     rounds: Annotated[int, typer.Option(min=1, help="Commands and pause/resume cycles.")] = 20,
 ) -> None:
     """Create a sandbox, run a command, pause and resume it; print the timings."""
-    from agentenv.demo import run_demo
+    from agentenv.cli.demo import run_demo
 
     try:
         report = anyio.run(run_demo, SandboxSpec(image=image), rounds)

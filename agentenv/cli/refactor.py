@@ -100,17 +100,17 @@ def refactor(
     list)."""
     from agentenv.agent.loop import Limits
     from agentenv.errors import ConfigMismatch
-    from agentenv.runner import Policies
-    from agentenv.runner.budget import Budget
-    from agentenv.runner.journal import check_config
-    from agentenv.runner.refactor import (
+    from agentenv.refactor.job import (
         RepoResult,
         apply_patches,
         refactor_config,
         run_refactor,
         totals_line,
     )
-    from agentenv.runner.repos import RepoError, load_repo_list, ref_format_problem
+    from agentenv.refactor.repos import RepoError, load_repo_list, ref_format_problem
+    from agentenv.runner import Policies
+    from agentenv.runner.budget import Budget
+    from agentenv.runner.journal import check_config
 
     text = _instruction_text(instruction, instruction_file)
     job_name = out_dir.resolve().name

@@ -552,6 +552,98 @@ def _final_state_failed(detail: str) -> list[CheckResult]:
     return [CheckResult(name="agent's final state", score=0.0, passed=False, detail=detail[:2000])]
 
 
+class Episode:
+    """One episode's sandboxes from the agent's start to teardown: the end every driver
+    (eval, ``agentenv run``, RL rollouts, refactor jobs) goes through, so a rule about it
+    (what is verified where, which sandbox is kept, which snapshot removed) is written once.
+
+    :meth:`conclude` takes the final state, hands the agent's sandbox back and verifies;
+    :meth:`teardown` lets go of whatever is still held. Made by :func:`episode`, or by a
+    driver that keeps the sandbox across calls (a partial rollout) when it ends."""
+
+    def __init__(
+        self,
+        prepared: Prepared,
+        box: Sandbox,
+        *,
+        ahead: CheckerAhead | None = None,
+        reusable: bool | None = None,
+        phases: dict[str, float] | None = None,
+    ):
+        self.prepared = prepared
+        self.box: Sandbox | None = box
+        self.ahead = ahead
+        self.reusable = prepared.recyclable if reusable is None else reusable
+        self.final: Final | None = None
+        self.timer = _Phases(phases)
+
+    @property
+    def sandbox(self) -> Sandbox:
+        """The agent's sandbox, while the episode holds it."""
+        assert self.box is not None, "the agent's sandbox was handed back"
+        return self.box
+
+    async def conclude(self) -> tuple[Final, Score | None]:
+        """Take the final state (the sandbox frozen), hand the sandbox back, verify the
+        final state (:func:`verify_final`) and tear down: the score is ``None`` without a
+        verifier."""
+        box = self.sandbox
+        async with handed_back(box, reusable=self.reusable):
+            with self.timer("finish"):
+                self.final = await finish(box, self.prepared)
+            self.box = None
+            closing = time.monotonic()
+        self.timer.add("teardown", time.monotonic() - closing)
+        try:
+            with self.timer("verify"):
+                score = await verify_final(self.prepared, self.final, ahead=self.ahead)
+        finally:
+            await self.teardown()
+        return self.final, score
+
+    async def teardown(self) -> None:
+        """Let go of what the episode still holds, whatever happened: the agent's sandbox
+        (closed: an episode that did not conclude is never recycled) and the final
+        state's snapshot, once verified (a kept final state is its workspace archive)."""
+        with self.timer("teardown"), anyio.CancelScope(shield=True):
+            box, self.box = self.box, None
+            if box is not None:
+                await box.close()
+            if self.final is not None and self.final.snapshot is not None:
+                await _remove_snapshot(self.final.snapshot)
+
+
+@asynccontextmanager
+async def episode(
+    prepared: Prepared,
+    *,
+    ahead: bool = True,
+    reusable: bool | None = None,
+    phases: dict[str, float] | None = None,
+) -> AsyncIterator[Episode]:
+    """``async with episode(prepared) as ep:`` an agent sandbox at the prepared state
+    (``ep.sandbox``), with the checker sandbox made ahead while the agent works (unless
+    ``ahead=False``); call ``await ep.conclude()`` to finish and verify. Whatever happens,
+    the block's end tears the episode down (:meth:`Episode.teardown`) and removes the
+    checker not taken. ``reusable=False`` never recycles the agent's sandbox."""
+    timer = _Phases(phases)
+    async with checker_ahead(prepared) if ahead else _nothing() as made:
+        with timer("create"):
+            box = await start_sandbox(prepared)
+        ep = Episode(prepared, box, ahead=made, reusable=reusable, phases=phases)
+        try:
+            yield ep
+        finally:
+            await ep.teardown()
+        closing = time.monotonic()  # the checker made ahead and not taken goes now
+    timer.add("teardown", time.monotonic() - closing)
+
+
+@asynccontextmanager
+async def _nothing() -> AsyncIterator[None]:
+    yield None
+
+
 async def run_task(
     task: Task,
     model: ChatModel,
@@ -573,35 +665,20 @@ async def run_task(
     with timer("prepare"):
         prepared = await prepare(task, backend=backend)
     try:
-        async with checker_ahead(prepared) as ahead:
-            with timer("create"):
-                box = await start_sandbox(prepared)
-            async with handed_back(box, reusable=prepared.recyclable):
-                with timer("loop"):
-                    traj = await run_episode(
-                        model,
-                        box,
-                        task.instruction,
-                        task_id=task.id,
-                        limits=task.limits,
-                        tools=task.agent_tools,
-                        pause=pause,
-                        on_event=on_event,
-                        on_tool_result=on_tool_result,
-                    )
-                with timer("finish"):
-                    final = await finish(box, prepared)
-                closing = time.monotonic()
-            timer.add("teardown", time.monotonic() - closing)
-            try:
-                with timer("verify"):
-                    traj.score = await verify_final(prepared, final, ahead=ahead)
-            finally:
-                with timer("teardown"):
-                    if final.snapshot is not None:
-                        await _remove_snapshot(final.snapshot)
-            closing = time.monotonic()  # the checker made ahead and not taken goes now
-        timer.add("teardown", time.monotonic() - closing)
+        async with episode(prepared, phases=phases) as ep:
+            with timer("loop"):
+                traj = await run_episode(
+                    model,
+                    ep.sandbox,
+                    task.instruction,
+                    task_id=task.id,
+                    limits=task.limits,
+                    tools=task.agent_tools,
+                    pause=pause,
+                    on_event=on_event,
+                    on_tool_result=on_tool_result,
+                )
+            final, traj.score = await ep.conclude()
         return traj, final
     finally:
         with timer("teardown"):

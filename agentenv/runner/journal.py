@@ -28,7 +28,7 @@ log = get_logger(__name__)
 M = TypeVar("M", bound=BaseModel)
 S = TypeVar("S", bound="JobSettings")
 # the modules defining the kinds of job, imported to tell one job's folder from another's
-_KIND_MODULES = ("agentenv.runner.results", "agentenv.runner.refactor")
+_KIND_MODULES = ("agentenv.runner.results", "agentenv.refactor.job")
 
 
 class JobSettings(BaseModel):

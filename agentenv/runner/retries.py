@@ -26,7 +26,7 @@ log = get_logger(__name__)
 
 class EpisodeSettings(BaseModel):
     """How every episode of a job runs: made once (by the CLI, or by you), it goes from
-    :func:`~agentenv.runner.eval.run_eval` to the executor with each episode, as JSON to a
+    :func:`~agentenv.eval.jobs.run_eval` to the executor with each episode, as JSON to a
     Ray node if need be. Nothing else carries these."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")

@@ -10,7 +10,7 @@ import io
 import math
 from collections.abc import Sequence
 
-from agentenv.runner.summary import Row
+from agentenv.eval.summary import Row
 
 MANY = 40  # past this many bars, a chart shows how the values spread instead
 LABEL = 48  # characters of a task's name beside its bar

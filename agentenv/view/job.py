@@ -15,7 +15,7 @@ from pydantic import BaseModel, ValidationError
 
 from agentenv.agent.trajectory import Trajectory
 from agentenv.errors import AgentenvError
-from agentenv.runner.refactor import REPORT, SOLVED, RefactorConfig, RepoResult, load_report
+from agentenv.refactor.job import REPORT, SOLVED, RefactorConfig, RepoResult, load_report
 from agentenv.runner.results import RESULTS, EpisodeResult, JobConfig, load_results
 from agentenv.view import files
 from agentenv.view.files import Refused, inside

@@ -10,8 +10,8 @@ from typing import Any
 
 from agentenv.agent.tools import ToolResult
 from agentenv.agent.trajectory import Trajectory, Turn
-from agentenv.runner.refactor import TestRun
-from agentenv.runner.summary import Row
+from agentenv.eval.summary import Row
+from agentenv.refactor.job import TestRun
 from agentenv.verify import Score
 from agentenv.view.job import Episode, Job, RepoEpisode
 

@@ -10,8 +10,8 @@ import hashlib
 from pathlib import Path
 
 from agentenv.agent.trajectory import Trajectory
+from agentenv.eval.summary import summarize
 from agentenv.log import get_logger
-from agentenv.runner.summary import summarize
 from agentenv.view import files, pages
 from agentenv.view.charts import job_charts, left_out
 from agentenv.view.files import Refused, real_folder, write_file

@@ -21,8 +21,8 @@ from pydantic import BaseModel
 
 from agentenv.runner.outcomes import POLICY
 from agentenv.testing import K3Server, ScriptedToolCall, ScriptedTurn
+from tests.eval.test_eval import make_task
 from tests.faults.engine import PrivateEngine
-from tests.runner.test_eval import make_task
 
 TTFT_S = 1.0  # a model that thinks: the sandboxes spend most of an episode paused
 

@@ -21,7 +21,7 @@ GROUP = textwrap.dedent(
     """
     import json, sys, anyio
     from agentenv.model import OpenAIChatModel
-    from agentenv.runner.rollout import rollout_group
+    from agentenv.rl.rollout import rollout_group
     from agentenv.tasks import load_task
 
     async def main():

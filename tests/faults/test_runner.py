@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from agentenv.runner.repos import git
+from agentenv.refactor.repos import git
 from agentenv.testing import K3Server
 from tests.faults.engine import PrivateEngine
 from tests.faults.scenario import (
@@ -32,8 +32,8 @@ from tests.faults.scenario import (
     verifying,
     wait_until,
 )
-from tests.runner.test_refactor_job import CALC, SWAP
-from tests.runner.test_refactor_verdicts import make_repo
+from tests.refactor.test_refactor_job import CALC, SWAP
+from tests.refactor.test_refactor_verdicts import make_repo
 
 TASKS, SAMPLES = 4, 2
 

@@ -20,7 +20,7 @@ from inspect_ai.scorer import Score, Target, accuracy, scorer
 from inspect_ai.solver import Generate, TaskState, solver
 from inspect_ai.util import sandbox
 
-from agentenv.inspect_provider import LABEL_TASK, AgentenvSandboxEnvironment, spec_for
+from agentenv.integrations.inspect import LABEL_TASK, AgentenvSandboxEnvironment, spec_for
 from agentenv.sandbox import SandboxSpec, create, get_backend
 from agentenv.sandbox.images import BASE_IMAGE
 

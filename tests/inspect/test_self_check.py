@@ -11,7 +11,7 @@ import pytest
 from inspect_ai.util import SandboxEnvironment
 from inspect_ai.util._sandbox.self_check import *  # noqa: F403
 
-from agentenv.inspect_provider import AgentenvSandboxEnvironment
+from agentenv.integrations.inspect import AgentenvSandboxEnvironment
 
 pytestmark = pytest.mark.anyio
 

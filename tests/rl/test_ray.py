@@ -13,8 +13,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-from agentenv.runner import ray_executor
-from agentenv.runner.eval import run_eval
+from agentenv.eval.jobs import run_eval
+from agentenv.rl import ray_executor
 from agentenv.runner.results import load_results
 from agentenv.sandbox import get_backend
 from agentenv.tasks import load_tasks
@@ -85,7 +85,7 @@ async def test_ray_episodes_prepare_and_verify_like_every_other_driver(
 async def test_a_stopped_job_stops_its_episodes_on_the_cluster(
     cluster: str, tmp_path: Path
 ) -> None:
-    from tests.runner.test_eval import make_task
+    from tests.eval.test_eval import make_task
 
     def busy(body: dict[str, object]) -> ScriptedTurn:  # never submits: turns until stopped
         call = ScriptedToolCall(name="bash", arguments='{"command": "true"}')

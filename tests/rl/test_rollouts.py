@@ -17,7 +17,7 @@ import pytest
 from agentenv.agent import policies
 from agentenv.agent.export import NoTokens
 from agentenv.model import OpenAIChatModel
-from agentenv.runner.rollout import (
+from agentenv.rl.rollout import (
     GroupTimings,
     SuspendedRollout,
     rollout,
@@ -151,7 +151,7 @@ async def test_stream_yields_every_rollout_as_it_finishes(tmp_path: Path) -> Non
 RESUME = """
 import json, sys, anyio
 from agentenv.model import OpenAIChatModel
-from agentenv.runner.rollout import SuspendedRollout, resume
+from agentenv.rl.rollout import SuspendedRollout, resume
 
 async def main():
     state = SuspendedRollout.model_validate_json(open(sys.argv[1]).read())

@@ -11,7 +11,7 @@ import pytest
 
 from agentenv.model import OpenAIChatModel
 from agentenv.model.limit import AdaptiveLimit
-from agentenv.runner.rollout import rollout
+from agentenv.rl.rollout import rollout
 from agentenv.testing import K3Server, ScriptedTurn
 from tests.rl.test_rollouts import make_task, two_turns
 

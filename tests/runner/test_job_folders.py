@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.runner.test_eval import make_task
-from tests.runner.test_eval_cli import agentenv
-from tests.runner.test_refactor_job import CALC, SWAP
-from tests.runner.test_refactor_verdicts import make_repo
+from tests.eval.test_eval import make_task
+from tests.eval.test_eval_cli import agentenv
+from tests.refactor.test_refactor_job import CALC, SWAP
+from tests.refactor.test_refactor_verdicts import make_repo
 
 
 def contents(folder: Path) -> dict[str, bytes | None]:

@@ -10,10 +10,10 @@ import pytest
 
 from agentenv.agent.export import NoTokens, to_concat
 from agentenv.agent.loop import Trajectory, Turn
+from agentenv.eval.summary import summarize
 from agentenv.model.types import Completion
 from agentenv.runner.journal import write_json
 from agentenv.runner.results import EpisodeResult, append_result, load_results
-from agentenv.runner.summary import summarize
 
 pytestmark = pytest.mark.no_docker
 

@@ -22,9 +22,9 @@ import pytest
 import agentenv
 from agentenv.agent import policies
 from agentenv.agent.loop import Trajectory
+from agentenv.eval.jobs import EpisodeSettings, run_eval
 from agentenv.model.types import ChatModel
 from agentenv.runner.episode import run_task
-from agentenv.runner.eval import EpisodeSettings, run_eval
 from agentenv.runner.results import load_results
 from agentenv.tasks import Task, load_task
 
@@ -156,8 +156,8 @@ grep -q new lib.txt && echo "1 passed"
 async def test_refactor_tests_run_in_a_new_sandbox_from_the_committed_state(
     tmp_path: Path,
 ) -> None:
-    from agentenv.runner.refactor import run_refactor
-    from agentenv.runner.repos import RepoEntry, git
+    from agentenv.refactor.job import run_refactor
+    from agentenv.refactor.repos import RepoEntry, git
 
     repo = tmp_path / "repo"
     repo.mkdir()

@@ -10,8 +10,8 @@ from pathlib import Path
 import agentenv
 from agentenv.agent.loop import Trajectory
 from agentenv.agent.policies import oracle
+from agentenv.eval.jobs import run_eval
 from agentenv.model.types import ChatModel
-from agentenv.runner.eval import run_eval
 from agentenv.runner.policy import Policies
 from agentenv.runner.results import EpisodeResult, load_results
 from agentenv.runner.retries import EpisodeSettings, run_episode_with_retries

@@ -118,8 +118,8 @@ index 1111111..2222222 100644
 
 def write_refactor_job(folder: Path) -> None:
     """A finished refactor job of one repo, as `agentenv refactor` writes it."""
+    from agentenv.refactor.job import REPORT, RefactorConfig, RepoResult, TestRun
     from agentenv.runner.journal import append_line
-    from agentenv.runner.refactor import REPORT, RefactorConfig, RepoResult, TestRun
 
     folder.mkdir(parents=True)
     config = RefactorConfig(

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from agentenv.refactor.job import REPORT, RefactorConfig, RepoResult
 from agentenv.runner.journal import append_line, write_json
-from agentenv.runner.refactor import REPORT, RefactorConfig, RepoResult
 from agentenv.runner.results import EpisodeResult, JobConfig, append_result
 from agentenv.view import build_site
 from agentenv.view import files as view_files

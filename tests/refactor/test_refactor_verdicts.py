@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from agentenv.runner.refactor import apply_patches, run_refactor
-from agentenv.runner.repos import RepoEntry, RepoError, detect_test_command, git, load_repo_list
+from agentenv.refactor.job import apply_patches, run_refactor
+from agentenv.refactor.repos import RepoEntry, RepoError, detect_test_command, git, load_repo_list
 
 pytestmark = pytest.mark.anyio
 ADD = "def add(a, b):\n    return a + b\n"

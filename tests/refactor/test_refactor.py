@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 
 from agentenv.agent.trajectory import Trajectory
+from agentenv.refactor.job import RepoResult, apply_patches, load_report, run_refactor
+from agentenv.refactor.repos import RepoError, git, load_repo_list, patch_applies
 from agentenv.runner.journal import read_lines
-from agentenv.runner.refactor import RepoResult, apply_patches, load_report, run_refactor
-from agentenv.runner.repos import RepoError, git, load_repo_list, patch_applies
 from agentenv.sandbox import get_backend
 from agentenv.sandbox.labels import run_id
 from agentenv.testing import K3Server, ScriptedToolCall, ScriptedTurn

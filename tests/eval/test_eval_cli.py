@@ -18,7 +18,7 @@ from agentenv.runner.results import load_results
 from agentenv.sandbox.docker import connect
 from agentenv.sandbox.images import BASE_IMAGE
 from agentenv.testing import K3Server
-from tests.runner.test_eval import make_task, solving_script
+from tests.eval.test_eval import make_task, solving_script
 
 ENV = {**os.environ, "COLUMNS": "200"}
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agentenv.runner.eval import run_eval
+from agentenv.eval.jobs import run_eval
 from agentenv.runner.results import load_results
 from agentenv.tasks import load_tasks
 

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from agentenv.errors import ConfigMismatch
-from agentenv.runner.refactor import apply_patches, load_report, run_refactor
-from agentenv.runner.repos import RepoEntry, git, load_repo_list
-from tests.runner.test_refactor_verdicts import ADD, TEST_ADD, make_repo
+from agentenv.refactor.job import apply_patches, load_report, run_refactor
+from agentenv.refactor.repos import RepoEntry, git, load_repo_list
+from tests.refactor.test_refactor_verdicts import ADD, TEST_ADD, make_repo
 
 pytestmark = pytest.mark.anyio
 SWAP = "command:sed -i 's/a + b/b + a/' calc.py"
@@ -218,7 +218,7 @@ async def test_long_settings_are_summarised_and_a_job_takes_on_more_repos(
 
 
 def test_a_long_instruction_makes_a_git_subject_line_and_a_whole_body() -> None:
-    from agentenv.runner.refactor import RepoResult, commit_message
+    from agentenv.refactor.job import RepoResult, commit_message
 
     instruction = "Rename the helper http_util.fetch_json to get_json everywhere, " * 3
     result = RepoResult(repo="a", path="/a", outcome="changed-green", test_command="make test")

@@ -11,10 +11,10 @@ from rich.text import Text
 
 from agentenv.agent.loop import Trajectory
 from agentenv.agent.tools import ToolResult
+from agentenv.eval.jobs import Progress
+from agentenv.eval.summary import Row, natural_key
 from agentenv.model.types import StreamEvent
-from agentenv.runner.eval import Progress
 from agentenv.runner.results import EpisodeResult
-from agentenv.runner.summary import Row, natural_key
 
 SHOWN_LINES = 12  # of a tool's output; the trajectory keeps all of it
 

@@ -30,12 +30,23 @@ from agentenv import scratch
 from agentenv.agent.loop import run_episode
 from agentenv.agent.trajectory import Limits, Spend, Trajectory
 from agentenv.log import get_logger
+from agentenv.refactor.repos import (
+    BranchMade,
+    RepoEntry,
+    RepoError,
+    apply_patch,
+    clone_committed,
+    create_branch,
+    detect_test_command,
+    git,
+    ref_format_problem,
+)
 from agentenv.runner.budget import Budget, Metered, with_earlier_spend
 from agentenv.runner.episode import (
     Prepared,
+    episode,
     prepare,
     release,
-    start_sandbox,
     verify_workspace,
     workspace_tar,
 )
@@ -49,17 +60,6 @@ from agentenv.runner.journal import (
 )
 from agentenv.runner.outcomes import classify
 from agentenv.runner.policy import Policies, check_endpoints
-from agentenv.runner.repos import (
-    BranchMade,
-    RepoEntry,
-    RepoError,
-    apply_patch,
-    clone_committed,
-    create_branch,
-    detect_test_command,
-    git,
-    ref_format_problem,
-)
 from agentenv.sandbox import FileTooLarge, recycling
 from agentenv.sandbox.images import BASE_IMAGE
 from agentenv.tasks import Task
@@ -397,7 +397,10 @@ async def _fill(
     if not result.before.green:
         result.outcome = "baseline-red"
         return
-    async with await start_sandbox(prepared) as box:
+    # the same episode as every driver's, ended by the same teardown; no checker made
+    # ahead (the tests run on the patch, once made) and the sandbox never recycled
+    async with episode(prepared, ahead=False, reusable=False) as ep:
+        box = ep.sandbox
         traj = await run_episode(
             Metered(policies.for_task(task), result),  # paid turns count if the rest fails
             box,
@@ -593,7 +596,7 @@ def apply_patches(
     """For every ``changed-green`` repo, make a branch ``agentenv/<job>`` holding its patch
     as one commit, by the user's git identity, with the instruction (from the job's config
     unless given) in the message. One repo's failure does not stop the others; no existing
-    branch is moved (see :func:`~agentenv.runner.repos.create_branch`). The user's working
+    branch is moved (see :func:`~agentenv.refactor.repos.create_branch`). The user's working
     tree is left alone."""
     branch = f"agentenv/{job}"
     problem = ref_format_problem(branch)

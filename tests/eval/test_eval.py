@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from agentenv.agent.trajectory import Trajectory
-from agentenv.runner.eval import (
+from agentenv.eval.jobs import (
     MAX_RERUNS,
     EpisodeSettings,
     job_id,
@@ -29,8 +29,8 @@ from agentenv.runner.eval import (
     run_eval,
     settled,
 )
+from agentenv.eval.summary import pass_at_k, summarize
 from agentenv.runner.results import ConfigMismatch, EpisodeResult, load_results
-from agentenv.runner.summary import pass_at_k, summarize
 from agentenv.sandbox.docker import connect
 from agentenv.sandbox.images import BASE_IMAGE
 from agentenv.sandbox.labels import JOB, OWNER, RUN, job_scope, labels_for, run_id

@@ -1,0 +1,401 @@
+"""The RL API: rollouts with rewards, groups forked from one prepared sandbox, a stream of
+rollouts in completion order, and partial rollouts that are suspended (sandbox paused, state
+as JSON) across a weight update and resumed later, in this process or another.
+
+A *policy* is a :class:`~agentenv.model.types.ChatModel` shared by every episode (an
+endpoint client), or a function ``task -> ChatModel`` called once per episode (for policies
+with per-episode state, such as the scripted ones).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any
+
+import anyio
+from pydantic import BaseModel
+
+from agentenv.agent.loop import limit_reached, new_trajectory, take_turn
+from agentenv.agent.trajectory import Limits, StopReason, Trajectory
+from agentenv.log import get_logger
+from agentenv.model.types import ChatModel
+from agentenv.runner.episode import (
+    CheckerAhead,
+    Episode,
+    Prepared,
+    checker_ahead,
+    prepare,
+    release,
+    start_sandbox,
+)
+from agentenv.runner.outcomes import classify
+from agentenv.sandbox import (
+    Sandbox,
+    SandboxPool,
+    SandboxSpec,
+    attach,
+    recycling,
+)
+from agentenv.tasks import Task
+
+log = get_logger(__name__)
+
+Policy = ChatModel | Callable[[Task], ChatModel]
+
+
+def model_for(policy: Policy, task: Task) -> ChatModel:
+    """The chat model of one episode of ``task``."""
+    return policy if hasattr(policy, "complete") else policy(task)
+
+
+async def _episode(
+    prepared: Prepared,
+    policy: Policy,
+    limits: Limits | None,
+    policy_version: int | str | None,
+    *,
+    pool: SandboxPool | None = None,
+) -> Trajectory:
+    """One episode from a prepared state; its failure is in the trajectory, not raised (one
+    episode never takes down its group or stream). Cancellation still propagates."""
+    task = prepared.task
+    traj: Trajectory | None = None
+    try:
+        model = model_for(policy, task)
+        if pool is not None:
+            box = await pool.acquire()
+            try:
+                await box.upload_tar(prepared.workspace, task.workdir)
+            except BaseException:
+                await box.close()
+                raise
+        else:
+            box = await start_sandbox(prepared)
+        rollout = Rollout(prepared, model, box, limits=limits, version=policy_version)
+        traj = rollout.trajectory
+        return await rollout.run()
+    except Exception as e:
+        log.warning("rollout.failed", task=task.id, error=f"{type(e).__name__}: {e}")
+        traj = traj or new_trajectory(task.instruction, task_id=task.id)
+        traj.error = f"{classify(e)}: {type(e).__name__}: {e}"
+        return traj
+
+
+async def rollout(
+    task: Task,
+    policy: Policy,
+    *,
+    limits: Limits | None = None,
+    pool: SandboxPool | None = None,
+    policy_version: int | str | None = None,
+    backend: str | None = None,
+) -> Trajectory:
+    """One episode of ``task`` through the episode lifecycle (prepare, setup, the loop,
+    finish, verification in a new checker sandbox); the returned trajectory has ``score``
+    and ``reward`` filled in, or ``error`` set if the infrastructure failed under it.
+    ``pool`` must hold sandboxes made with :func:`~agentenv.runner.episode.agent_spec`.
+    Its sandboxes are ``backend``'s (see :mod:`agentenv.sandbox.backend`)."""
+    try:
+        prepared = await prepare(task, backend=pool.spec.backend if pool else backend)
+    except Exception as e:
+        traj = new_trajectory(task.instruction, task_id=task.id)
+        traj.error = f"{classify(e)}: {type(e).__name__}: {e}"
+        return traj
+    try:
+        return await _episode(prepared, policy, limits, policy_version, pool=pool)
+    finally:
+        await release(prepared)
+
+
+def set_advantages(group: Sequence[Trajectory], eps: float = 1e-6) -> None:
+    """Group-relative advantages: ``(r - mean) / (std + eps)`` and ``r - mean``, over the
+    trajectories with a valid reward (the others get ``None``)."""
+    rewards = [t.reward for t in group if t.reward is not None]
+    if not rewards:
+        return
+    mean = sum(rewards) / len(rewards)
+    std = math.sqrt(sum((r - mean) ** 2 for r in rewards) / len(rewards))
+    for t in group:
+        if t.reward is not None:
+            t.advantage_centered = t.reward - mean
+            t.advantage = (t.reward - mean) / (std + eps)
+
+
+class GroupTimings(BaseModel):
+    """Where a group's time went. With a shared setup, ``setup_s`` covers preparing one
+    sandbox, its setup, the snapshot and the fork; without, each episode prepares its own
+    sandbox and that time is in ``episodes_s``."""
+
+    setup_s: float
+    episodes_s: float
+    shared_setup: bool
+
+
+async def rollout_group(
+    task: Task,
+    policy: Policy,
+    n: int,
+    *,
+    share_setup: bool = True,
+    limits: Limits | None = None,
+    policy_version: int | str | None = None,
+    timings: list[GroupTimings] | None = None,
+    backend: str | None = None,
+) -> list[Trajectory]:
+    """``n`` episodes of ``task`` run concurrently, with group-relative advantages. With
+    ``share_setup`` the workspace and setup are prepared once, snapshotted, and the n
+    sandboxes (and their checker sandboxes) started from it; otherwise each episode
+    prepares its own. A failed episode comes back with ``error`` set and no advantage."""
+    if n < 1:
+        raise ValueError(f"n must be at least 1, got {n}")
+    group_id = uuid.uuid4().hex[:12]
+    t0 = time.monotonic()
+    shared = await prepare(task, share=True, backend=backend) if share_setup else None
+    setup_s = time.monotonic() - t0
+    out: list[Trajectory | None] = [None] * n
+
+    async def one(i: int) -> None:
+        if shared is not None:
+            out[i] = await _episode(shared, policy, limits, policy_version)
+        else:
+            out[i] = await rollout(
+                task, policy, limits=limits, policy_version=policy_version, backend=backend
+            )
+
+    t1 = time.monotonic()
+    try:
+        async with recycling(), anyio.create_task_group() as tg:
+            for i in range(n):
+                tg.start_soon(one, i)
+    finally:
+        if shared is not None:
+            await release(shared)  # even when the group is cancelled
+    group = [t for t in out if t is not None]
+    for t in group:
+        t.group_id = group_id
+    set_advantages(group)
+    if timings is not None:
+        timings.append(
+            GroupTimings(
+                setup_s=setup_s, episodes_s=time.monotonic() - t1, shared_setup=share_setup
+            )
+        )
+    return group
+
+
+async def stream(
+    tasks: Sequence[Task],
+    policy: Policy,
+    *,
+    n: int = 1,
+    concurrency: int = 8,
+    limits: Limits | None = None,
+    policy_version: int | str | None = None,
+    backend: str | None = None,
+) -> AsyncIterator[Trajectory]:
+    """Rollouts of every task ``n`` times, yielded as they finish. Back-pressure: a finished
+    rollout waits (holding its concurrency slot) until the consumer takes it."""
+    send, receive = anyio.create_memory_object_stream[Trajectory](0)
+    limiter = anyio.CapacityLimiter(concurrency)
+
+    async def one(task: Task) -> None:
+        async with limiter:
+            traj = await rollout(
+                task, policy, limits=limits, policy_version=policy_version, backend=backend
+            )
+            await send.send(traj)
+
+    async def produce() -> None:
+        # recycling in this task and the rollouts it starts (not in the consumer's)
+        async with send, recycling(), anyio.create_task_group() as inner:
+            for task in tasks:
+                for _ in range(n):
+                    inner.start_soon(one, task)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(produce)
+        async with receive:
+            async for traj in receive:
+                try:
+                    yield traj
+                except GeneratorExit:
+                    # the consumer stopped early (aclose): cancel the rest, remove their
+                    # sandboxes, and end quietly rather than as an exception group
+                    tg.cancel_scope.cancel()
+                    break
+
+
+class SuspendedRollout(BaseModel):
+    """A partial rollout at rest: JSON-serialisable, its sandbox paused (using no CPU) and
+    able to outlive this process until its TTL; it carries its prepared state, from which
+    its checker sandbox will be made."""
+
+    prepared: Prepared
+    trajectory: Trajectory
+    sandbox_id: str
+    sandbox_spec: SandboxSpec
+    limits: Limits
+    elapsed_s: float
+    policy_version: int | str | None = None
+
+    @property
+    def task(self) -> Task:
+        """The rollout's task."""
+        return self.prepared.task
+
+
+class Rollout:
+    """A rollout run turn by turn: :meth:`step`, :meth:`suspend`, :meth:`finish`."""
+
+    def __init__(
+        self,
+        prepared: Prepared,
+        model: ChatModel,
+        box: Sandbox,
+        *,
+        limits: Limits | None = None,
+        version: int | str | None = None,
+        trajectory: Trajectory | None = None,
+        elapsed_s: float = 0.0,
+    ):
+        self.prepared = prepared
+        self.task = prepared.task
+        self.model = model
+        self.box = box
+        self.limits = limits or self.task.limits
+        self.version = version  # stamped on every turn this handle takes
+        self.trajectory = trajectory or new_trajectory(self.task.instruction, task_id=self.task.id)
+        self.elapsed_s = elapsed_s
+        self.stop_reason: StopReason | None = self.trajectory.stop_reason
+
+    @property
+    def done(self) -> bool:
+        """Whether the episode has ended (submitted, no tool call, or a limit)."""
+        return self.stop_reason is not None
+
+    async def step(self) -> bool:
+        """Take one turn; returns :attr:`done`."""
+        if self.done:
+            return True
+        started = time.monotonic()
+        try:
+            reason = limit_reached(self.trajectory, self.limits, self.elapsed_s)
+            if reason is None:
+                reason = await take_turn(
+                    self.model,
+                    self.box,
+                    self.trajectory,
+                    tools=self.task.agent_tools,
+                    policy_version=self.version,
+                )
+            if reason is None:
+                reason = limit_reached(self.trajectory, self.limits, self.elapsed_s)
+        finally:
+            self.elapsed_s += time.monotonic() - started
+            self.trajectory.wall_s = self.elapsed_s
+        self.stop_reason = self.trajectory.stop_reason = reason
+        return self.done
+
+    async def suspend(self) -> SuspendedRollout:
+        """Pause the sandbox and let go of it; the returned state resumes with :func:`resume`."""
+        await self.box.pause()
+        state = SuspendedRollout(
+            prepared=self.prepared,
+            trajectory=self.trajectory,
+            sandbox_id=self.box.id,
+            sandbox_spec=self.box.spec,
+            limits=self.limits,
+            elapsed_s=self.elapsed_s,
+            policy_version=self.version,
+        )
+        self.box.detach()
+        return state
+
+    async def finish(self, *, ahead: CheckerAhead | None = None) -> Trajectory:
+        """Take the final workspace, remove the sandbox, and verify it in a new checker
+        sandbox (the one made ``ahead``, if given), filling in the reward."""
+        # a sandbox made to outlive this process is not kept for another episode
+        reusable = self.prepared.recyclable and not self.box.spec.outlive_owner
+        ep = Episode(self.prepared, self.box, ahead=ahead, reusable=reusable)
+        _, self.trajectory.score = await ep.conclude()
+        return self.trajectory
+
+    async def run(self) -> Trajectory:
+        """Step until done, then :meth:`finish`, with the checker sandbox made while the
+        agent works. The sandbox is removed whatever happens."""
+        async with checker_ahead(self.prepared) as ahead:
+            try:
+                while not await self.step():
+                    pass
+            except BaseException:
+                await self.box.close()
+                raise
+            return await self.finish(ahead=ahead)
+
+
+async def start(
+    task: Task,
+    policy: Policy,
+    *,
+    limits: Limits | None = None,
+    version: int | str | None = None,
+    backend: str | None = None,
+) -> Rollout:
+    """A partial rollout, ready to :meth:`~Rollout.step`. Its sandbox (and its prepared
+    snapshot, if the task has a setup) may outlive this process once suspended: only their
+    TTL lets ``agentenv gc`` remove them."""
+    keep_s = SandboxSpec().ttl_s if task.setup else None
+    prepared = await prepare(task, keep_s=keep_s, backend=backend)
+    try:
+        box = await start_sandbox(prepared, outlive_owner=True)
+    except BaseException:
+        await release(prepared)
+        raise
+    return Rollout(prepared, model_for(policy, task), box, limits=limits, version=version)
+
+
+async def resume(
+    state: SuspendedRollout, policy: Policy, *, version: int | str | None = None
+) -> Rollout:
+    """Continue a suspended rollout (from any process on the same sandbox host) with
+    ``policy``; the turns it takes are stamped with ``version``."""
+    box = await attach(state.sandbox_id, state.sandbox_spec)
+    return Rollout(
+        state.prepared,
+        model_for(policy, state.task),
+        box,
+        limits=state.limits,
+        version=version,
+        trajectory=state.trajectory,
+        elapsed_s=state.elapsed_s,
+    )
+
+
+def rollout_sync(task: Task, policy: Policy, **kwargs: Any) -> Trajectory:
+    """:func:`rollout` for code without an event loop."""
+    return anyio.run(functools.partial(rollout, task, policy, **kwargs))
+
+
+def rollout_group_sync(task: Task, policy: Policy, n: int, **kwargs: Any) -> list[Trajectory]:
+    """:func:`rollout_group` for code without an event loop."""
+    return anyio.run(functools.partial(rollout_group, task, policy, n, **kwargs))
+
+
+__all__ = [
+    "GroupTimings",
+    "Policy",
+    "Rollout",
+    "SuspendedRollout",
+    "resume",
+    "rollout",
+    "rollout_group",
+    "rollout_group_sync",
+    "rollout_sync",
+    "set_advantages",
+    "start",
+    "stream",
+]
