@@ -1,7 +1,7 @@
 """RL benchmark: what a forked group saves over n full setups, and how much of a rollout's
 time its sandbox spends paused when many run at once.
 
-Measures, in one run, two figures of the RL API (``agentenv/runner/rollout.py``):
+Measures, in one run, two figures of the RL API (``agentenv/rl/rollout.py``):
 
 1. Setup once and fork n vs n full setups. A task whose ``setup`` builds a small C project
    (``make``: a Python script generates four C files, gcc compiles them at -O2 one after the
