@@ -55,6 +55,101 @@ def test_public_names_are_pinned_and_importable() -> None:
             assert getattr(module, name) is not None, f"{module.__name__}.{name}"
 
 
+DEEP = {  # the documented deep paths, with the names they had before issue 29's moves
+    "agentenv.tasks": [
+        'Task', 'TaskError', 'load_task', 'load_tasks', 'task_digest', 'task_warnings'
+    ],
+    "agentenv.verify": [
+        'AGENT_USER', 'AS_AGENT', 'CHECKERS', 'CHECKERS_DIR', 'CHECKER_CAPS', 'Check',
+        'CheckResult', 'CommandCheck', 'CompositeCheck', 'FileCheck', 'HarborCheck', 'ImageCheck',
+        'JsonCheck', 'MAX_CASE_OUTPUT', 'MAX_DEPTH', 'MAX_HARNESS_OUTPUT', 'MAX_REPORT',
+        'ORIGINAL', 'OUT', 'OutputsCheck', 'PYTEST_CONFIGS', 'PytestCheck', 'ROOT',
+        'SWEBENCH_PYTHON', 'Score', 'SweBenchCheck', 'TESTS', 'Workspace', 'is_subset',
+        'leaf_checks', 'load_json', 'originals', 'prepare', 'verify'
+    ],
+    "agentenv.runner.eval": [
+        'EpisodeRunner', 'EpisodeSettings', 'JobStopped', 'Progress', 'check_endpoints',
+        'collect_leftovers', 'job_config', 'job_id', 'load_config', 'regrade', 'run_eval',
+        'settled', 'write_summary'
+    ],
+    "agentenv.runner.rollout": [
+        'GroupTimings', 'Policy', 'Rollout', 'SuspendedRollout', 'resume', 'rollout',
+        'rollout_group', 'rollout_group_sync', 'rollout_sync', 'set_advantages', 'start', 'stream'
+    ],
+    "agentenv.runner.ray_executor": [
+        'CANCEL_WAIT_S', 'runner'
+    ],
+    "agentenv.agent.policies": [
+        'ScriptedModel', 'command', 'null', 'oracle', 'replay'
+    ],
+    "agentenv.sandbox.backend": [
+        'BUILTIN', 'ENTRY_POINT_GROUP', 'Leftover', 'SandboxBackend', 'attach', 'backend_names',
+        'check_options', 'create', 'default_backend', 'fork', 'fork_by_creating', 'get_backend',
+        'remove_snapshot', 'sandbox'
+    ],
+    "agentenv.sandbox.labels": [
+        'CREATED', 'EXPIRES', 'JOB', 'KEPT', 'KIND', 'OWNER', 'RESERVED_PREFIX', 'RUN',
+        'SNAPSHOT_REPOSITORY', 'job_scope', 'labels_for', 'owner', 'owner_alive', 'run_id',
+        'stale_reason'
+    ],
+    "agentenv.sandbox.executors": [
+        'Executors', 'ExplainFailure', 'FILE_GUARD_S', 'StartExecutor', 'check_exec_args',
+        'untars'
+    ],
+    "agentenv.sandbox.channel": [
+        'ByteStream', 'EXECUTOR_ARGV', 'ExecutorChannel', 'ExecutorGone', 'HANDSHAKE_S',
+        'MAX_PAYLOAD', 'PYTHON_ARGV', 'StreamClosed', 'handshake_s'
+    ],
+    "agentenv.testing.conformance": [
+        'LEASE', 'MakeSandbox',
+        'test_a_file_leased_by_a_frozen_process_is_left_out_not_a_failure',
+        'test_a_tar_padded_past_its_end_goes_in',
+        'test_background_writer_does_not_hold_the_command', 'test_binary_and_invalid_utf8_output',
+        'test_callback_errors_reach_the_caller_unchanged',
+        'test_closed_sandbox_refuses_every_call', 'test_command_not_found_is_127',
+        'test_concurrent_commands_run_at_once', 'test_cwd', 'test_default_cwd_is_not_root',
+        'test_env_is_per_call', 'test_exec_as_a_user_by_name', 'test_exit_codes',
+        'test_file_errors_carry_the_right_errno', 'test_file_modes',
+        'test_file_round_trip_5mb_binary', 'test_frozen_reads_never_reach_the_host',
+        'test_large_output_is_capped_keeping_head_and_tail', 'test_launch_failures_are_typed',
+        'test_no_stdin_means_eof', 'test_output_callback_receives_chunks',
+        'test_output_under_the_cap_is_exact', 'test_permission_denied_without_capabilities',
+        'test_read_errors', 'test_read_with_a_size_limit',
+        'test_reading_a_planted_fifo_does_not_hang', 'test_sandbox_usable_after_timeout',
+        'test_shell_string_runs_in_bash_when_present', 'test_stderr_capped_independently',
+        'test_stdin', 'test_stdin_the_command_does_not_read',
+        'test_stdout_and_stderr_are_separate', 'test_tar_files_on_the_host_go_in_and_come_out',
+        'test_timeout_holds_after_the_command_closes_its_output',
+        'test_timeout_kills_offspring_that_left_the_tree', 'test_timeout_kills_the_process_tree',
+        'test_unicode_paths', 'test_upload_folder_and_download_tar',
+        'test_upload_tar_extracts_into_a_folder_and_download_works_paused',
+        'test_write_creates_parents_and_replaces', 'test_write_over_a_read_only_file_is_refused',
+        'test_write_over_an_existing_file_keeps_it'
+    ],
+    "agentenv.inspect_provider": [
+        'AgentenvSandboxEnvironment', 'DEFAULT_CAPS', 'default_spec', 'spec_for'
+    ],
+    "agentenv.harbor": [
+        'HARBOR_FIELDS', 'LOGS', 'MAX_REWARD_FILE', 'SCHEMA_VERSIONS', 'TESTS', 'is_harbor',
+        'task_fields', 'verify_in_sandbox'
+    ],
+    "agentenv.swebench": [
+        'is_instances_file', 'materialize', 'read_instances', 'swebench_image', 'task_files'
+    ],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("path", sorted(DEEP))
+def test_documented_deep_paths_keep_their_names(path: str) -> None:
+    """A module that moved (verify.py, runner/eval.py, inspect_provider.py, …) is still
+    importable at its documented path with every name it had, as thin re-exports."""
+    import importlib
+
+    module = importlib.import_module(path)
+    missing = [name for name in DEEP[path] if not hasattr(module, name)]
+    assert missing == [], f"{path} lost {missing}"
+
+
 PROBE = r"""
 import io, json, logging, sys
 before = (list(logging.getLogger().handlers), logging.getLogger().level)
