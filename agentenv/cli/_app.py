@@ -3,9 +3,9 @@ how warnings and errors are printed (text, never markup)."""
 
 from __future__ import annotations
 
-import os
 import shlex
 import sys
+from dataclasses import dataclass
 from enum import IntEnum
 from typing import Annotated
 
@@ -15,6 +15,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from agentenv import log
+from agentenv.sandbox import default_backend
 
 app = typer.Typer(
     no_args_is_help=True,
@@ -35,8 +36,25 @@ def print_wide(table: Table) -> None:
     (out if out.is_terminal else Console(width=max(out.width, 140))).print(table)
 
 
+@dataclass(frozen=True)
+class Chosen:
+    """What the options before the command chose (``agentenv --backend podman eval``): the
+    context object of one invocation, which each command reads and passes down."""
+
+    backend: str | None = None
+    """``--backend``, if given."""
+
+
+def backend_of(ctx: typer.Context) -> str:
+    """The sandbox backend this invocation's sandboxes are made on: ``--backend``, else the
+    default one (``AGENTENV_BACKEND``, else docker)."""
+    chosen = ctx.obj if isinstance(ctx.obj, Chosen) else Chosen()
+    return chosen.backend or default_backend()
+
+
 @app.callback()
 def _setup(
+    ctx: typer.Context,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log progress.")] = False,
     backend: Annotated[
         str | None,
@@ -48,10 +66,9 @@ def _setup(
     ] = None,
 ) -> None:
     log.configure("info" if verbose else "warning")
-    if backend is not None:
-        # the process default (SandboxSpec's), so that every path to a sandbox, and the
-        # workers this process starts, make theirs on it
-        os.environ["AGENTENV_BACKEND"] = backend
+    # an argument each command passes down to its sandboxes (and, in the job's settings, to
+    # the workers it starts), not the process's environment: nothing else is changed
+    ctx.obj = Chosen(backend=backend)
 
 
 def _warn(messages: list[str]) -> None:

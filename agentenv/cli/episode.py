@@ -13,7 +13,7 @@ import typer
 from rich.markup import escape
 
 from agentenv.agent.loop import Trajectory
-from agentenv.cli._app import ExitCode, _fail, _warn, app, out
+from agentenv.cli._app import ExitCode, _fail, _warn, app, backend_of, out
 from agentenv.errors import ModelError, NoRoute
 from agentenv.sandbox import SandboxError
 from agentenv.sandbox.images import BASE_IMAGE
@@ -21,6 +21,7 @@ from agentenv.sandbox.images import BASE_IMAGE
 
 @app.command()
 def run(
+    ctx: typer.Context,
     task: Annotated[
         Path | None, typer.Argument(help="A task folder (task.toml, instruction.md, workspace/).")
     ] = None,
@@ -64,6 +65,7 @@ def run(
     except (TaskError, KeyError, ValueError, NoRoute) as e:
         raise _fail(str(e).strip("'\"")) from e
     renderer = EpisodeRenderer(out)
+    backend = backend_of(ctx)
     out.print(f"[bold]{escape(the_task.id)}[/] with {escape(model)}", highlight=False)
 
     async def episode() -> Trajectory:
@@ -74,6 +76,7 @@ def run(
                 pause=not no_pause,
                 on_event=renderer.on_event,
                 on_tool_result=renderer.on_tool_result,
+                backend=backend,
             )
             return traj
         finally:

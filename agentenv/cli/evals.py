@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import json
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import anyio
 import typer
@@ -19,6 +22,7 @@ from agentenv.cli._app import (
     _say_redone,
     _warn,
     app,
+    backend_of,
     err,
     out,
     print_wide,
@@ -26,6 +30,11 @@ from agentenv.cli._app import (
 from agentenv.errors import NoRoute
 from agentenv.eval.summary import Row
 from agentenv.sandbox import SandboxError
+
+if TYPE_CHECKING:
+    from agentenv.eval.jobs import EpisodeSettings
+    from agentenv.eval.jobs import Progress as JobProgress
+    from agentenv.tasks import Task
 
 ModelOption = Annotated[
     str,
@@ -40,6 +49,7 @@ ModelOption = Annotated[
 
 @app.command("eval", epilog=EXIT_CODES)
 def eval_(
+    ctx: typer.Context,
     paths: Annotated[
         list[Path] | None,
         typer.Argument(help="Task folders, folders of them, or SWE-bench instance files (.jsonl)."),
@@ -115,28 +125,67 @@ def eval_(
     """Run tasks × samples, verify each episode, and report pass@k, reward, tokens, cache hits,
     dollars (and dollars per solved episode) and time by phase. Re-running on the same --out
     resumes, after removing what a killed run of the job left running."""
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+    from agentenv.eval.jobs import EpisodeSettings
 
-    from agentenv.cli.render import ProgressLines, phase_line, summary_table
-    from agentenv.errors import ConfigMismatch, JobStopped, TaskError
-    from agentenv.eval.jobs import EpisodeSettings, job_config, regrade, run_eval, settled
-    from agentenv.eval.jobs import Progress as JobProgress
-    from agentenv.runner import Policies
-    from agentenv.runner.results import check_config, load_results
+    backend = backend_of(ctx)
+    if regrade_dir is not None:
+        _regrade(regrade_dir, backend)
+        return
+    tasks = _checked_tasks(paths, executor)
+    # how every episode runs: made once here, handed to run_eval, and by it to the executor
+    # (a Ray worker too: the backend travels in it, not in this process's environment)
+    settings = EpisodeSettings(
+        model=model,
+        attempts=attempts,
+        keep_final=keep_final,
+        reasoning_effort=reasoning_effort,
+        backend=backend,
+        engine_wait_s=engine_wait,
+    )
+    job = _EvalJob(
+        tasks=tasks,
+        settings=settings,
+        folder=out_dir or _default_folder(model),
+        samples=samples,
+        concurrency=concurrency,
+        executor=executor,
+        address=address,
+        max_cost=max_cost,
+        retry_errors=retry_errors,
+    )
+    redone = _start(job, redo_changed=redo_changed)
+    log.configure("info", json_file=str(job.folder / "log.jsonl"))  # the console has the bar
+    _say_redone(redone, "tasks")
+    rows = _run_to_end(job, _Display(job.total, progress_every))
+    _say_outcome(job, rows)
+
+
+def _regrade(folder: Path, backend: str) -> None:
+    """``--regrade``: verify a job's kept final states again and print its summary."""
+    from agentenv.cli.render import summary_table
+    from agentenv.errors import TaskError
+    from agentenv.eval.jobs import regrade
+
+    try:
+        rows = anyio.run(functools.partial(regrade, folder, backend=backend))
+    except (OSError, TaskError, SandboxError) as e:
+        raise _fail(str(e)) from e
+    print_wide(summary_table(rows, f"{folder} (regraded)"))
+
+
+def _default_folder(model: str) -> Path:
+    """The job folder without ``--out``: runs/<model>, the model's name made a file name."""
+    return Path("runs") / "".join(c if c.isalnum() or c in "-_." else "_" for c in model)
+
+
+def _checked_tasks(paths: list[Path] | None, executor: str) -> list[Task]:
+    """The tasks to run (their warnings printed); bad input exits 2: no task, a task that
+    does not load or has no verifier, an executor that is not there."""
+    from agentenv.errors import TaskError
     from agentenv.tasks import load_tasks, task_warnings
 
-    if regrade_dir is not None:
-        try:
-            rows = anyio.run(regrade, regrade_dir)
-        except (OSError, TaskError, SandboxError) as e:
-            raise _fail(str(e)) from e
-        print_wide(summary_table(rows, f"{regrade_dir} (regraded)"))
-        return
     if not paths:
         raise _fail("give task folders (or a folder of them, such as environments/)")
-    folder = out_dir or Path("runs") / "".join(
-        c if c.isalnum() or c in "-_." else "_" for c in model
-    )
     try:
         tasks = load_tasks(paths)
     except TaskError as e:
@@ -152,60 +201,113 @@ def eval_(
     missing = [t.id for t in tasks if t.verifier is None]
     if missing:
         raise _fail(f"these tasks have no [verifier] in task.toml: {', '.join(missing)}")
-    # how every episode runs: made once here, handed to run_eval, and by it to the executor
-    settings = EpisodeSettings(
-        model=model,
-        attempts=attempts,
-        keep_final=keep_final,
-        reasoning_effort=reasoning_effort,
-        engine_wait_s=engine_wait,
-    )
+    return tasks
+
+
+@dataclass(frozen=True)
+class _EvalJob:
+    """One eval job as its options ask for it, checked."""
+
+    tasks: list[Task]
+    settings: EpisodeSettings
+    folder: Path
+    samples: int
+    concurrency: int
+    executor: str
+    address: str | None
+    max_cost: float | None
+    retry_errors: bool
+
+    @property
+    def total(self) -> int:
+        """Episodes in the job: tasks × samples."""
+        return len(self.tasks) * self.samples
+
+    async def run(self, show: Callable[[JobProgress], None]) -> list[Row]:
+        """Run the job on its executor (``run_eval``), showing progress with ``show``."""
+        from agentenv.eval.jobs import run_eval
+
+        cluster = None
+        if self.executor == "ray":
+            from agentenv.rl import ray_executor  # agentenv[ray], checked with the tasks
+
+            cluster = ray_executor.runner(address=self.address, out=self.folder)
+        return await run_eval(
+            self.tasks,
+            self.settings,
+            out=self.folder,
+            samples=self.samples,
+            concurrency=self.concurrency,
+            on_progress=show,
+            executor=cluster,
+            max_cost_usd=self.max_cost,
+            retry_errors=self.retry_errors,
+        )
+
+
+def _start(job: _EvalJob, *, redo_changed: bool) -> list[str]:
+    """Check the job before anything is printed or written (a missing key, a folder that
+    holds another job: exit 2); the tasks ``--redo-changed`` runs again."""
+    from agentenv.errors import ConfigMismatch
+    from agentenv.eval.jobs import job_config
+    from agentenv.runner import Policies
+    from agentenv.runner.results import check_config
+
+    model, effort = job.settings.model, job.settings.reasoning_effort
     try:
-        Policies(model, reasoning_effort=reasoning_effort)  # a missing key, before any output
+        Policies(model, reasoning_effort=effort)  # a missing key, before any output
         # a folder holding another job is refused before anything is printed or written
-        config = job_config(tasks, settings, samples=samples)  # --redo-changed: redone here
-        redone = check_config(folder, config, redo_changed=redo_changed)
+        config = job_config(job.tasks, job.settings, samples=job.samples)
+        return check_config(job.folder, config, redo_changed=redo_changed)  # redone here
     except (KeyError, ValueError, NoRoute) as e:
         raise _fail(str(e).strip("'\"")) from e
     except ConfigMismatch as e:
         raise _fail(str(e)) from e
-    log.configure("info", json_file=str(folder / "log.jsonl"))  # the console has the bar
-    _say_redone(redone, "tasks")
-    total = len(tasks) * samples
-    lines = None if err.is_terminal else ProgressLines(err, every_s=progress_every)
-    bar = Progress(
-        TextColumn("[bold]eval[/]"),
-        BarColumn(),
-        TextColumn(
-            "{task.completed}/{task.total} done · {task.fields[passed]} passed · "
-            "{task.fields[running]} running · {task.fields[errors]} errors"
-            "{task.fields[failing]} · ${task.fields[cost]:.4f}{task.fields[spent]}"
-        ),
-        TimeElapsedColumn(),
-        console=err,
-        transient=False,
-        disable=lines is not None,
-    )
-    bar_id = bar.add_task(
-        "eval", total=total, passed=0, running=0, errors=0, failing="", cost=0.0, spent=""
-    )
-    said_collected = said_endpoints = False
 
-    def show(p: JobProgress) -> None:
-        nonlocal said_collected, said_endpoints
-        if p.endpoint_notes and not said_endpoints:
-            said_endpoints = True
+
+class _Display:
+    """The job's progress on the console: a bar on a terminal, else a plain line now and
+    then; and, once each, the endpoint's notes and the leftovers of a killed run removed."""
+
+    def __init__(self, total: int, progress_every: float) -> None:
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+        from agentenv.cli.render import ProgressLines
+
+        self.lines = None if err.is_terminal else ProgressLines(err, every_s=progress_every)
+        self.bar = Progress(
+            TextColumn("[bold]eval[/]"),
+            BarColumn(),
+            TextColumn(
+                "{task.completed}/{task.total} done · {task.fields[passed]} passed · "
+                "{task.fields[running]} running · {task.fields[errors]} errors"
+                "{task.fields[failing]} · ${task.fields[cost]:.4f}{task.fields[spent]}"
+            ),
+            TimeElapsedColumn(),
+            console=err,
+            transient=False,
+            disable=self.lines is not None,
+        )
+        self.bar_id = self.bar.add_task(
+            "eval", total=total, passed=0, running=0, errors=0, failing="", cost=0.0, spent=""
+        )
+        self.said_collected = self.said_endpoints = False
+
+    def show(self, p: JobProgress) -> None:
+        """Show the job's progress as it is now."""
+        if p.endpoint_notes and not self.said_endpoints:
+            self.said_endpoints = True
             _warn([f"the model endpoint {note}" for note in p.endpoint_notes])
-        if p.collected and not said_collected:
-            said_collected = True
+        if p.collected and not self.said_collected:
+            self.said_collected = True
             err.print(
                 f"removed {p.collected} containers/images left by a killed run of this job",
                 highlight=False,
             )
-        if lines is not None:
-            lines.update(p)
-        bar.update(
-            bar_id,
+        if self.lines is not None:
+            self.lines.update(p)
+        self.bar.update(
+            self.bar_id,
             completed=p.done,
             passed=p.passed,
             running=p.running,
@@ -215,27 +317,12 @@ def eval_(
             spent=" · budget spent" if p.budget_spent else "",
         )
 
-    async def run() -> list[Row]:
-        cluster = None
-        if executor == "ray":
-            from agentenv.rl import ray_executor  # agentenv[ray], checked above
-
-            cluster = ray_executor.runner(address=address, out=folder)
-        return await run_eval(
-            tasks,
-            settings,
-            out=folder,
-            samples=samples,
-            concurrency=concurrency,
-            on_progress=show,
-            executor=cluster,
-            max_cost_usd=max_cost,
-            retry_errors=retry_errors,
-        )
-
-    async def job() -> list[Row]:
+    async def run(self, job: _EvalJob) -> list[Row]:
+        """Run ``job``, showing its progress; without a terminal, a ticker prints the
+        progress line on time even while no episode ends."""
+        lines = self.lines
         if lines is None:
-            return await run()
+            return await job.run(self.show)
         rows: list[Row] = []
         error: Exception | None = None
         async with anyio.create_task_group() as tg:
@@ -247,7 +334,7 @@ def eval_(
 
             tg.start_soon(ticker)
             try:
-                rows = await run()
+                rows = await job.run(self.show)
             except Exception as e:  # out as it is, not wrapped in a group
                 error = e
             finally:
@@ -255,6 +342,13 @@ def eval_(
         if error is not None:
             raise error
         return rows
+
+
+def _say_resuming(folder: Path, retry_errors: bool) -> None:
+    """Say that the job resumes in ``folder``, if it does: how many episodes are done and
+    how many will run again."""
+    from agentenv.eval.jobs import settled
+    from agentenv.runner.results import load_results
 
     lines_before = load_results(folder) if (folder / "results.jsonl").exists() else {}
     done_before = len(settled(folder, retry_errors=retry_errors)) if lines_before else 0
@@ -265,9 +359,17 @@ def eval_(
         err.print(
             f"resuming {folder}: {done_before} episodes already done{retried}", highlight=False
         )
+
+
+def _run_to_end(job: _EvalJob, display: _Display) -> list[Row]:
+    """Run the job to its end; an interrupt, a stop or a failure exits with its code."""
+    from agentenv.errors import ConfigMismatch, JobStopped
+
+    folder = job.folder
+    _say_resuming(folder, job.retry_errors)
     try:
-        with bar:
-            rows = anyio.run(job)
+        with display.bar:
+            rows = anyio.run(display.run, job)
     except KeyboardInterrupt:
         err.print(
             f"interrupted: finished episodes are in {folder}/results.jsonl; "
@@ -291,10 +393,19 @@ def eval_(
         raise _fail(str(e).strip("'\"")) from e
     except SandboxError as e:
         raise _fail(str(e), ExitCode.FAILED) from e
-    if lines is not None:
-        lines.print()  # the last state, whatever the step
-    many = ("s" if len(tasks) != 1 else "", "s" if samples != 1 else "")
-    title = f"{len(tasks)} task{many[0]} × {samples} sample{many[1]} with {model}"
+    if display.lines is not None:
+        display.lines.print()  # the last state, whatever the step
+    return rows
+
+
+def _say_outcome(job: _EvalJob, rows: list[Row]) -> None:
+    """Print the job's summary, where its results are and what to do next; exit 3 when
+    ``--max-cost`` stopped it, 5 when some episodes ended in an error."""
+    from agentenv.cli.render import phase_line, summary_table
+
+    folder, samples, model = job.folder, job.samples, job.settings.model
+    many = ("s" if len(job.tasks) != 1 else "", "s" if samples != 1 else "")
+    title = f"{len(job.tasks)} task{many[0]} × {samples} sample{many[1]} with {model}"
     print_wide(summary_table(rows, title))
     out.print(phase_line(rows[-1]), highlight=False, soft_wrap=True)
     out.print(
@@ -306,10 +417,10 @@ def eval_(
     if errors:
         _say_errors(errors, "episode", f"not a grade; why: agentenv report {folder} --failures")
     if rows[-1].stopped == "max_cost":
-        left = total - rows[-1].episodes
+        left = job.total - rows[-1].episodes
         err.print(
             f"[bold yellow]stopped:[/] the job has spent ${rows[-1].cost_usd:.4f} of its "
-            f"--max-cost ${max_cost}; {left} episodes not started. Run the same command "
+            f"--max-cost ${job.max_cost}; {left} episodes not started. Run the same command "
             "with a higher --max-cost to go on.",
             highlight=False,
         )

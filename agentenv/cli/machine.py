@@ -20,6 +20,7 @@ from agentenv.cli._app import (
     JsonFlag,
     _fail,
     app,
+    backend_of,
     err,
     images_app,
     out,
@@ -33,7 +34,6 @@ from agentenv.sandbox import (
     SandboxError,
     SandboxSpec,
     backend_names,
-    default_backend,
     get_backend,
 )
 from agentenv.sandbox import gc as gc_mod
@@ -48,15 +48,15 @@ BackendOption = Annotated[
 
 
 def _each_backend(
-    name: str | None, act: Callable[[SandboxBackend], list[Leftover]]
+    name: str | None, default: str, act: Callable[[SandboxBackend], list[Leftover]]
 ) -> list[Leftover]:
-    """``act`` on the named backend; without a name, on the default backend (whose engine
-    must answer: its failure is the user's to see) and on every other one that answers."""
+    """``act`` on the named backend; without a name, on ``default`` (whose engine must
+    answer: its failure is the user's to see) and on every other one that answers."""
     if name is not None:
         return act(get_backend(name))
-    rows = act(get_backend(default_backend()))
+    rows = act(get_backend(default))
     for each in backend_names():
-        if each == default_backend():
+        if each == default:
             continue
         try:
             rows += act(get_backend(each))
@@ -67,6 +67,7 @@ def _each_backend(
 
 @app.command()
 def demo(
+    ctx: typer.Context,
     image: Annotated[str, typer.Option(help="Image to start.")] = BASE_IMAGE,
     rounds: Annotated[int, typer.Option(min=1, help="Commands and pause/resume cycles.")] = 20,
 ) -> None:
@@ -74,7 +75,7 @@ def demo(
     from agentenv.cli.demo import run_demo
 
     try:
-        report = anyio.run(run_demo, SandboxSpec(image=image), rounds)
+        report = anyio.run(run_demo, SandboxSpec(image=image, backend=backend_of(ctx)), rounds)
     except SandboxError as e:
         raise _fail(str(e), ExitCode.FAILED) from e
     out.print(f"[bold]{escape(report.output)}[/]")
@@ -234,10 +235,12 @@ def _print_json(rows: list[Leftover]) -> None:
 
 
 @sandbox_app.command("ls")
-def sandbox_ls(backend: BackendOption = None, as_json: JsonFlag = False) -> None:
+def sandbox_ls(
+    ctx: typer.Context, backend: BackendOption = None, as_json: JsonFlag = False
+) -> None:
     """List our sandboxes and snapshot images, and which ones gc would remove."""
     try:
-        rows = _each_backend(backend, lambda b: b.leftovers())
+        rows = _each_backend(backend, backend_of(ctx), lambda b: b.leftovers())
     except SandboxError as e:
         raise _fail(str(e), ExitCode.FAILED) from e
     if as_json:
@@ -248,6 +251,7 @@ def sandbox_ls(backend: BackendOption = None, as_json: JsonFlag = False) -> None
 
 @app.command()
 def gc(
+    ctx: typer.Context,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Only list what would go.")] = False,
     everything: Annotated[
         bool, typer.Option("--all", help="Remove all of ours, even those in use.")
@@ -261,7 +265,9 @@ def gc(
     Never touches anything without agentenv's labels."""
     try:
         rows = _each_backend(
-            backend, lambda b: gc_mod.collect(b, everything=everything, dry_run=dry_run)
+            backend,
+            backend_of(ctx),
+            lambda b: gc_mod.collect(b, everything=everything, dry_run=dry_run),
         )
     except SandboxError as e:
         raise _fail(str(e), ExitCode.FAILED) from e

@@ -2,16 +2,33 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import anyio
 import typer
 from rich.markup import escape
 
 from agentenv import log
-from agentenv.cli._app import EXIT_CODES, ExitCode, _fail, _say_errors, _say_redone, app, err, out
+from agentenv.cli._app import (
+    EXIT_CODES,
+    ExitCode,
+    _fail,
+    _say_errors,
+    _say_redone,
+    app,
+    backend_of,
+    err,
+    out,
+)
 from agentenv.errors import JobStopped, NoRoute
+
+if TYPE_CHECKING:
+    from agentenv.agent.loop import Limits
+    from agentenv.refactor.job import RepoResult
+    from agentenv.refactor.repos import RepoEntry
 
 
 def _instruction_text(instruction: str | None, instruction_file: Path | None) -> str:
@@ -38,6 +55,7 @@ def _instruction_text(instruction: str | None, instruction_file: Path | None) ->
 
 @app.command(epilog=EXIT_CODES)
 def refactor(
+    ctx: typer.Context,
     repos: Annotated[
         Path,
         typer.Option(
@@ -99,94 +117,37 @@ def refactor(
     branch per repo. Re-running on the same --out resumes (and takes on repos added to the
     list)."""
     from agentenv.agent.loop import Limits
-    from agentenv.errors import ConfigMismatch
-    from agentenv.refactor.job import (
-        RepoResult,
-        apply_patches,
-        refactor_config,
-        run_refactor,
-        totals_line,
-    )
-    from agentenv.refactor.repos import RepoError, load_repo_list, ref_format_problem
-    from agentenv.runner import Policies
+    from agentenv.refactor.job import run_refactor, totals_line
     from agentenv.runner.budget import Budget
-    from agentenv.runner.journal import check_config
 
     text = _instruction_text(instruction, instruction_file)
     job_name = out_dir.resolve().name
-    if apply and (problem := ref_format_problem(f"agentenv/{job_name}")) is not None:
-        raise _fail(f"--apply: {problem}, made from the --out folder's name; choose another --out")
     limits = Limits(max_turns=max_turns)
-    try:
-        entries = load_repo_list(repos)
-        Policies(model)  # a missing key, before any output
-        # a folder that is not this job is refused before anything is written to it (a log)
-        config = refactor_config(entries, text, model, limits)
-        redone = check_config(out_dir, config, redo_changed=redo_changed)
-    except (RepoError, ConfigMismatch) as e:
-        raise _fail(str(e)) from e
-    except (KeyError, ValueError) as e:
-        raise _fail(str(e).strip("'\"")) from e
+    branch = f"agentenv/{job_name}" if apply else None
+    entries, redone = _start(
+        repos, text, model, limits, out_dir, redo_changed=redo_changed, branch=branch
+    )
     log.configure("info", json_file=str(out_dir / "log.jsonl"))
     _say_redone(redone, "repos")
-
-    def show(r: RepoResult) -> None:
-        colour = {"changed-green": "green", "error": "red", "changed-red": "red"}.get(
-            r.outcome, "yellow"
-        )
-        detail = " | ".join((r.why or "; ".join(r.notes)).split("\n"))
-        # names and command output are text, never markup ("[stderr]" must show)
-        name, shown = escape(r.repo), escape(detail[:200])
-        out.print(f"[{colour}]{r.outcome:14}[/] {name}  [dim]{shown}[/]", highlight=False)
-
     budget = Budget(max_cost)
-
-    async def job() -> list[RepoResult]:
-        return await run_refactor(
-            entries,
-            text,
-            model,
-            out=out_dir,
-            concurrency=concurrency,
-            limits=limits,
-            on_done=show,
-            test_timeout_s=test_timeout,
-            command_timeout_s=command_timeout,
-            budget=budget,
-            retry_errors=retry_errors,
-        )
-
-    try:
-        results = anyio.run(job)
-    except KeyboardInterrupt:
-        err.print(f"interrupted: finished repos are in {out_dir}/report.jsonl; run again to resume")
-        raise typer.Exit(ExitCode.INTERRUPTED) from None
-    except JobStopped as e:
-        err.print(
-            f"[bold red]stopped:[/] {escape(str(e))}. Run the same command again "
-            + ("to resume." if e.resumable else "once that is fixed."),
-            highlight=False,
-        )
-        raise typer.Exit(ExitCode.STOPPED if e.resumable else ExitCode.FAILED) from None
-    except (ConfigMismatch, KeyError, ValueError, NoRoute) as e:
-        raise _fail(str(e).strip("'\"")) from e
+    job = functools.partial(
+        run_refactor,
+        entries,
+        text,
+        model,
+        out=out_dir,
+        concurrency=concurrency,
+        limits=limits,
+        on_done=_show,
+        test_timeout_s=test_timeout,
+        command_timeout_s=command_timeout,
+        budget=budget,
+        retry_errors=retry_errors,
+        backend=backend_of(ctx),
+    )
+    results = _run_to_end(job, out_dir)
     out.print(totals_line(results), highlight=False)
-    failed_apply = False
-    if apply:
-        try:
-            applied = apply_patches(entries, out_dir, job_name, text)
-        except RepoError as e:
-            raise _fail(str(e)) from e
-        for a in applied:
-            if a.made is None:
-                failed_apply = True
-                err.print(f"not applied: {a.repo}: {a.error}", highlight=False)
-                continue
-            what = {"created": "→ branch", "unchanged": "already on branch", "renamed": "→ branch"}
-            note = f"  ({a.made.note})" if a.made.note else ""
-            out.print(
-                f"applied: {a.repo} {what[a.made.status]} {a.made.branch}{note}", highlight=False
-            )
+    failed_apply = apply and not _apply(entries, out_dir, job_name, text)
     out.print(
         f"report: {out_dir}/summary.md (and summary.json), patches in {out_dir}/patches/",
         highlight=False,
@@ -207,3 +168,90 @@ def refactor(
         raise typer.Exit(ExitCode.FAILED)
     if errors:
         raise typer.Exit(ExitCode.ERRORS)
+
+
+def _start(
+    repos: Path,
+    text: str,
+    model: str,
+    limits: Limits,
+    out_dir: Path,
+    *,
+    redo_changed: bool,
+    branch: str | None,
+) -> tuple[list[RepoEntry], list[str]]:
+    """The repos of the job, checked before anything is written (bad input exits 2): the
+    ``branch`` ``--apply`` commits to, the repo list, a missing key, a folder that is not
+    this job. With them, the repos ``--redo-changed`` runs again."""
+    from agentenv.errors import ConfigMismatch
+    from agentenv.refactor.job import refactor_config
+    from agentenv.refactor.repos import RepoError, load_repo_list, ref_format_problem
+    from agentenv.runner import Policies
+    from agentenv.runner.journal import check_config
+
+    if branch is not None and (problem := ref_format_problem(branch)) is not None:
+        raise _fail(f"--apply: {problem}, made from the --out folder's name; choose another --out")
+    try:
+        entries = load_repo_list(repos)
+        Policies(model)  # a missing key, before any output
+        # a folder that is not this job is refused before anything is written to it (a log)
+        config = refactor_config(entries, text, model, limits)
+        redone = check_config(out_dir, config, redo_changed=redo_changed)
+    except (RepoError, ConfigMismatch) as e:
+        raise _fail(str(e)) from e
+    except (KeyError, ValueError) as e:
+        raise _fail(str(e).strip("'\"")) from e
+    return entries, redone
+
+
+def _show(r: RepoResult) -> None:
+    """Print a repo's outcome as it ends, coloured, with why (or its notes)."""
+    colour = {"changed-green": "green", "error": "red", "changed-red": "red"}.get(
+        r.outcome, "yellow"
+    )
+    detail = " | ".join((r.why or "; ".join(r.notes)).split("\n"))
+    # names and command output are text, never markup ("[stderr]" must show)
+    name, shown = escape(r.repo), escape(detail[:200])
+    out.print(f"[{colour}]{r.outcome:14}[/] {name}  [dim]{shown}[/]", highlight=False)
+
+
+def _run_to_end(job: Callable[[], Awaitable[list[RepoResult]]], out_dir: Path) -> list[RepoResult]:
+    """Run the job to its end; an interrupt, a stop or bad input exits with its code."""
+    from agentenv.errors import ConfigMismatch
+
+    try:
+        return anyio.run(job)
+    except KeyboardInterrupt:
+        err.print(f"interrupted: finished repos are in {out_dir}/report.jsonl; run again to resume")
+        raise typer.Exit(ExitCode.INTERRUPTED) from None
+    except JobStopped as e:
+        err.print(
+            f"[bold red]stopped:[/] {escape(str(e))}. Run the same command again "
+            + ("to resume." if e.resumable else "once that is fixed."),
+            highlight=False,
+        )
+        raise typer.Exit(ExitCode.STOPPED if e.resumable else ExitCode.FAILED) from None
+    except (ConfigMismatch, KeyError, ValueError, NoRoute) as e:
+        raise _fail(str(e).strip("'\"")) from e
+
+
+def _apply(entries: list[RepoEntry], out_dir: Path, job_name: str, text: str) -> bool:
+    """``--apply``: commit each changed-green patch to its branch and say what became of
+    each; whether every one was applied."""
+    from agentenv.refactor.job import apply_patches
+    from agentenv.refactor.repos import RepoError
+
+    try:
+        applied = apply_patches(entries, out_dir, job_name, text)
+    except RepoError as e:
+        raise _fail(str(e)) from e
+    every = True
+    for a in applied:
+        if a.made is None:
+            every = False
+            err.print(f"not applied: {a.repo}: {a.error}", highlight=False)
+            continue
+        what = {"created": "→ branch", "unchanged": "already on branch", "renamed": "→ branch"}
+        note = f"  ({a.made.note})" if a.made.note else ""
+        out.print(f"applied: {a.repo} {what[a.made.status]} {a.made.branch}{note}", highlight=False)
+    return every

@@ -324,10 +324,10 @@ def load_config(out: Path) -> JobConfig:
     return JobConfig.model_validate_json(path.read_text())
 
 
-async def regrade(out: Path) -> list[Row]:
+async def regrade(out: Path, *, backend: str | None = None) -> list[Row]:
     """Verify every kept final workspace again (``--keep-final``), in a new checker sandbox
-    made from the task's prepared state as its folder is now, without running any agent;
-    rewrite the results and the summary."""
+    (``backend``'s; the default one for ``None``) made from the task's prepared state as its
+    folder is now, without running any agent; rewrite the results and the summary."""
     config = load_config(out)
     by_id = {t.id: t for t in load_tasks(list(config.folders.values()))}
     results = load_results(out)
@@ -343,7 +343,7 @@ async def regrade(out: Path) -> list[Row]:
             if not path.is_file():
                 raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), str(path))
             final = Final(workspace=Archive(path))  # read in chunks where it lies
-            score = await regrade_final(task, final)
+            score = await regrade_final(task, final, backend=backend)
         except (OSError, SandboxError) as e:
             # one lost state does not stop the others from being regraded
             score = Score(reward=0.0, passed=False, error=f"kept final state {path}: {e}")

@@ -321,11 +321,12 @@ async def refactor_repo(
     out: Path,
     limits: Limits,
     test_timeout_s: float = TEST_TIMEOUT_S,
+    backend: str | None = None,
 ) -> RepoResult:
     """One repo, end to end, through the episode lifecycle: its tests on the committed
     state and on the committed state plus the agent's patch each run in a new checker
-    sandbox, as the agent's user. Never raises for a problem of that repo (it is the
-    outcome)."""
+    sandbox, as the agent's user. Its sandboxes are ``backend``'s (the default one for
+    ``None``). Never raises for a problem of that repo (it is the outcome)."""
     started = time.monotonic()
     result = RepoResult(repo=entry.name, slug=entry.slug, path=str(entry.path), outcome="error")
     try:
@@ -364,7 +365,7 @@ async def refactor_repo(
                     kind="command", command=command, timeout_s=test_timeout_s, user="agent"
                 ),
             )
-            prepared = await prepare(task, workspace=clone)
+            prepared = await prepare(task, workspace=clone, backend=backend)
             try:
                 await _fill(result, prepared, entry, checkout.commit, policies, out, Path(tmp))
             finally:
@@ -495,6 +496,7 @@ async def run_refactor(
     budget: Budget | None = None,
     retry_errors: bool = False,
     redo_changed: bool = False,
+    backend: str | None = None,
 ) -> list[RepoResult]:
     """Run the job over every repo that ``out`` has no result for yet (a folder started with
     fewer repos takes on the new ones); write ``summary.md`` and ``summary.json``. The
@@ -507,7 +509,7 @@ async def run_refactor(
     ``retry_errors``: run again the repos whose last result is an ``error`` (what they
     spent before stays counted, in their new line). ``redo_changed``: when the repos whose
     settings changed are all that differs, drop their results and run them again (see
-    ``check_config``)."""
+    ``check_config``). Every sandbox is ``backend``'s (the default one for ``None``)."""
     config = refactor_config(repos, instruction, model, limits)
     # a missing key fails here, before the folder is touched
     policies = Policies(model, command_timeout_s=command_timeout_s)
@@ -537,6 +539,7 @@ async def run_refactor(
                 out=out,
                 limits=limits or Limits(),
                 test_timeout_s=test_timeout_s,
+                backend=backend,
             )
         new_usd = result.cost_usd  # what this run spent (the earlier runs are counted)
         result = with_earlier_spend(result, errored.get(entry.name))

@@ -704,9 +704,10 @@ class _Phases:
             self.add(name, time.monotonic() - started)
 
 
-async def regrade_final(task: Task, final: Final) -> Score | None:
-    """Score a kept final workspace again, against the task as its folder is now."""
-    prepared = await prepare(task)
+async def regrade_final(task: Task, final: Final, *, backend: str | None = None) -> Score | None:
+    """Score a kept final workspace again, against the task as its folder is now, in a
+    checker sandbox of ``backend`` (the default one for ``None``)."""
+    prepared = await prepare(task, backend=backend)
     try:
         return await verify_final(prepared, final)
     finally:
