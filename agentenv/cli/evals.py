@@ -229,7 +229,7 @@ class _EvalJob:
 
         cluster = None
         if self.executor == "ray":
-            from agentenv.rl import ray_executor  # agentenv[ray], checked with the tasks
+            from agentenv.eval import ray_executor  # agentenv[ray], checked with the tasks
 
             cluster = ray_executor.runner(address=self.address, out=self.folder)
         return await run_eval(

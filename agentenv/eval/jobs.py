@@ -144,7 +144,7 @@ async def run_eval(
 
     ``executor`` runs one episode (with its retries) with the settings and returns its
     result and trajectory; by default it is :func:`run_episode_with_retries` here, and
-    :func:`agentenv.rl.ray_executor.runner` makes one that runs them as Ray tasks on the
+    :func:`agentenv.eval.ray_executor.runner` makes one that runs them as Ray tasks on the
     nodes of a cluster (each using its own sandbox engine). Results and trajectories are
     written by this process either way."""
     if isinstance(settings, str):

@@ -1,5 +1,5 @@
-"""Moved to :mod:`agentenv.rl.ray_executor`; this documented path re-exports its names."""
+"""Moved to :mod:`agentenv.eval.ray_executor`; this documented path re-exports its names."""
 
-from agentenv.rl.ray_executor import CANCEL_WAIT_S, runner
+from agentenv.eval.ray_executor import CANCEL_WAIT_S, runner
 
 __all__ = ["CANCEL_WAIT_S", "runner"]

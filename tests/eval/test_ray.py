@@ -13,8 +13,8 @@ from pathlib import Path
 import anyio
 import pytest
 
+from agentenv.eval import ray_executor
 from agentenv.eval.jobs import run_eval
-from agentenv.rl import ray_executor
 from agentenv.runner.results import load_results
 from agentenv.sandbox import get_backend
 from agentenv.tasks import load_tasks
