@@ -33,7 +33,7 @@ from agentenv.log import get_logger
 from agentenv.runner.budget import Budget, with_earlier_spend
 from agentenv.runner.episode import Final, regrade_final
 from agentenv.runner.journal import read_lines
-from agentenv.runner.outcomes import POLICY
+from agentenv.runner.outcomes import TREATMENT
 from agentenv.runner.policy import Policies, check_endpoints
 from agentenv.runner.results import (
     RESULTS,
@@ -162,7 +162,7 @@ async def run_eval(
         total=len(tasks) * samples,
         done=len(done),
         passed=sum(r.passed for r in done.values()),
-        errors=sum(not POLICY[r.outcome].graded for r in done.values()),
+        errors=sum(not TREATMENT[r.outcome].graded for r in done.values()),
         # every dollar of earlier runs, the ones of episodes to run again included
         cost_usd=sum(r.cost_usd for r in [*done.values(), *rerun.values()]),
     )
@@ -221,7 +221,7 @@ async def run_eval(
             budget.spend(new_usd)
             progress.done += 1
             progress.passed += result.passed
-            progress.errors += not POLICY[result.outcome].graded
+            progress.errors += not TREATMENT[result.outcome].graded
             progress.cost_usd += new_usd
             report()
 
@@ -289,13 +289,13 @@ def _resume_state(
 ) -> tuple[dict[tuple[str, int], EpisodeResult], dict[tuple[str, int], EpisodeResult]]:
     """The journal's ``lines`` as (what a resume keeps, see :func:`settled`; the last line
     of each episode it runs again)."""
-    errors = Counter((r.task_id, r.sample) for r in lines if POLICY[r.outcome].retry)
+    errors = Counter((r.task_id, r.sample) for r in lines if TREATMENT[r.outcome].retry)
     last = {(r.task_id, r.sample): r for r in lines}
 
     def keep(key: tuple[str, int], r: EpisodeResult) -> bool:
         if retry_errors:
-            return POLICY[r.outcome].graded
-        return not POLICY[r.outcome].retry or errors[key] >= MAX_RERUNS
+            return TREATMENT[r.outcome].graded
+        return not TREATMENT[r.outcome].retry or errors[key] >= MAX_RERUNS
 
     kept = {key: r for key, r in last.items() if keep(key, r)}
     return kept, {key: r for key, r in last.items() if key not in kept}
