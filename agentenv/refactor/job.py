@@ -48,7 +48,6 @@ from agentenv.runner.episode import (
     prepare,
     release,
     verify_workspace,
-    workspace_tar,
 )
 from agentenv.runner.journal import (
     CONFIG,
@@ -60,6 +59,7 @@ from agentenv.runner.journal import (
 )
 from agentenv.runner.outcomes import classify
 from agentenv.runner.policy import Policies, check_endpoints
+from agentenv.runner.workspace import workspace_tar
 from agentenv.sandbox import FileTooLarge, recycling
 from agentenv.sandbox.images import BASE_IMAGE
 from agentenv.tasks import Task
