@@ -34,7 +34,7 @@ from pathlib import Path
 import anyio
 
 from agentenv.archive import Archive
-from agentenv.runner.episode import safe_workspace, workspace_tar
+from agentenv.runner.workspace import safe_workspace, workspace_tar
 from agentenv.sandbox import SandboxSpec
 from agentenv.sandbox.docker import DockerSandbox
 

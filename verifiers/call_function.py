@@ -188,9 +188,8 @@ def kill_group(pid):
             pass
 
 
-def run_case(case, workdir, max_result):
-    """Fork a child for one case; its result, or why there is none."""
-    timeout = float(case.get("timeout", 10))
+def fork_case(case, workdir):
+    """Fork the child that calls one case: its pid and the read end of its result's pipe."""
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:
@@ -204,6 +203,13 @@ def run_case(case, workdir, max_result):
         os.setpgid(pid, pid)
     except OSError:
         pass  # the child did it already (or has exited)
+    return pid, read_end
+
+
+def read_result(pid, read_end, timeout, max_result):
+    """Read what the child writes until it has closed its pipe and exited, within
+    ``timeout`` seconds and ``max_result`` bytes: (the chunks read, its wait status if it
+    was reaped, the case's result when it went over either limit, else None)."""
     deadline = time.monotonic() + timeout
     chunks, size, status, eof, outcome = [], 0, None, False, None
     while not (eof and status is not None):
@@ -229,6 +235,29 @@ def run_case(case, workdir, max_result):
                 outcome = {"error": "the result is larger than %d bytes" % max_result}
                 break
             chunks.append(data)
+    return chunks, status, outcome
+
+
+def parse_result(data, status):
+    """The case's result from the child's bytes and wait status, or why there is none (the
+    child runs the agent's code: its bytes are read as untrusted)."""
+    try:
+        result = json.loads(data.decode("utf-8"))
+    except (ValueError, RecursionError):
+        result = None
+    if isinstance(result, dict) and any(k in result for k in ("value", "raised", "error")):
+        return result
+    if status is not None and os.WIFSIGNALED(status):
+        return {"error": "the call was killed by signal %d" % os.WTERMSIG(status)}
+    code = os.WEXITSTATUS(status) if status is not None and os.WIFEXITED(status) else None
+    return {"error": "the call ended (exit status %s) without a result" % code}
+
+
+def run_case(case, workdir, max_result):
+    """Fork a child for one case; its result, or why there is none."""
+    timeout = float(case.get("timeout", 10))
+    pid, read_end = fork_case(case, workdir)
+    chunks, status, outcome = read_result(pid, read_end, timeout, max_result)
     os.close(read_end)
     kill_group(pid)  # whatever the call left running in its group
     if status is None:
@@ -238,16 +267,7 @@ def run_case(case, workdir, max_result):
             pass
     if outcome is not None:
         return outcome
-    try:
-        result = json.loads(b"".join(chunks).decode("utf-8"))
-    except (ValueError, RecursionError):
-        result = None
-    if isinstance(result, dict) and any(k in result for k in ("value", "raised", "error")):
-        return result
-    if status is not None and os.WIFSIGNALED(status):
-        return {"error": "the call was killed by signal %d" % os.WTERMSIG(status)}
-    code = os.WEXITSTATUS(status) if status is not None and os.WIFEXITED(status) else None
-    return {"error": "the call ended (exit status %s) without a result" % code}
+    return parse_result(b"".join(chunks), status)
 
 
 def main():

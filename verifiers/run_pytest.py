@@ -192,14 +192,19 @@ def child(user, workdir, args, report_fd, nonce_fd, log_fd, repo):
     return int(pytest.main(argv, plugins=[reporter]))
 
 
-def main():
-    argv = sys.argv[1:]
+def parse_args(argv):
+    """``[--repo] UID:GID WORKDIR -- ARGS...`` as (repo, user, workdir, pytest's args)."""
     repo = argv[:1] == ["--repo"]
     if repo:
         argv = argv[1:]
     user, workdir = argv[0], argv[1]
     args = argv[argv.index("--") + 1 :] if "--" in argv else ["."]
-    nonce = os.urandom(16).hex()
+    return repo, user, workdir, args
+
+
+def start_child(user, workdir, args, repo, nonce):
+    """Fork the pytest child and hand it the nonce; its pid and this parent's ends of the
+    report and log pipes (the child never returns from here: it exits)."""
     report_r, report_w = os.pipe()
     nonce_r, nonce_w = os.pipe()
     log_r, log_w = os.pipe()
@@ -217,6 +222,13 @@ def main():
         os.close(fd)
     os.write(nonce_w, nonce.encode())
     os.close(nonce_w)
+    return pid, report_r, log_r
+
+
+def drain(pid, report_r, log_r):
+    """Read the report and the log's tail until both pipes close (or the child has been gone
+    for ``LINGER_S``), then reap it: (report, log, wait status). A report over
+    ``MAX_REPORT`` is cut to one that parses as no verdict."""
     report, log, status, exited_at = b"", b"", None, None
     open_fds = {report_r, log_r}
     while open_fds:
@@ -240,7 +252,11 @@ def main():
                 log = (log + data)[-LOG_TAIL:]
     if status is None:
         _, status = os.waitpid(pid, 0)
-    code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else -os.WTERMSIG(status)
+    return report, log, status
+
+
+def verdict(report, nonce):
+    """The (outcomes, reasons) of the one report carrying ``nonce``; (None, None) else."""
     outcomes = reasons = None
     try:
         found = json.loads(report.decode())
@@ -248,6 +264,16 @@ def main():
             outcomes, reasons = found.get("outcomes"), found.get("reasons")
     except (ValueError, RecursionError):
         pass  # none, two, cut, nested past the parser or forged: no verdict
+    return outcomes, reasons
+
+
+def main():
+    repo, user, workdir, args = parse_args(sys.argv[1:])
+    nonce = os.urandom(16).hex()
+    pid, report_r, log_r = start_child(user, workdir, args, repo, nonce)
+    report, log, status = drain(pid, report_r, log_r)
+    code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else -os.WTERMSIG(status)
+    outcomes, reasons = verdict(report, nonce)
     line = {"outcomes": outcomes, "reasons": reasons, "exit": code}
     line["log"] = log.decode("utf-8", "replace")
     sys.stdout.write("\n" + json.dumps(line) + "\n")

@@ -19,6 +19,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import anyio
@@ -33,7 +34,7 @@ from agentenv.log import get_logger
 from agentenv.runner.budget import Budget, with_earlier_spend
 from agentenv.runner.episode import Final, regrade_final
 from agentenv.runner.journal import read_lines
-from agentenv.runner.outcomes import POLICY
+from agentenv.runner.outcomes import TREATMENT
 from agentenv.runner.policy import Policies, check_endpoints
 from agentenv.runner.results import (
     RESULTS,
@@ -162,7 +163,7 @@ async def run_eval(
         total=len(tasks) * samples,
         done=len(done),
         passed=sum(r.passed for r in done.values()),
-        errors=sum(not POLICY[r.outcome].graded for r in done.values()),
+        errors=sum(not TREATMENT[r.outcome].graded for r in done.values()),
         # every dollar of earlier runs, the ones of episodes to run again included
         cost_usd=sum(r.cost_usd for r in [*done.values(), *rerun.values()]),
     )
@@ -177,94 +178,138 @@ async def run_eval(
     this_run = f"{run_id()}.{uuid.uuid4().hex[:6]}"
     progress.collected = await anyio.to_thread.run_sync(collect_leftovers, out, settings.backend)
     log.info("eval.start", tasks=len(tasks), samples=samples, done=len(done), todo=len(todo))
-    limiter = anyio.CapacityLimiter(concurrency)
 
     async def local(
         task: Task, sample: int, settings: EpisodeSettings
     ) -> tuple[EpisodeResult, Trajectory | None]:
         return await run_episode_with_retries(task, sample, settings, policies, out=out)
 
-    runner: EpisodeRunner = executor or local
-
-    def report() -> None:
-        if on_progress is not None:
-            on_progress(progress.model_copy())
-
-    async def one(task: Task, sample: int) -> None:
-        async with limiter:
-            if not await budget.admit():
-                if not progress.budget_spent:
-                    progress.budget_spent = True
-                    log.info("eval.budget_spent", budget=budget.describe())
-                    report()
-                return
-            progress.running += 1
-            report()
-            started_at = time.time()
-            try:
-                result, traj = await runner(task, sample, settings)
-            finally:
-                progress.running -= 1
-            # stamped here, by the process that writes the journal: the job's wall time
-            # is measured per run of this process, wherever the episode ran
-            result = result.model_copy(
-                update={"run": this_run, "started_at": started_at, "finished_at": time.time()}
-            )
-            earlier = rerun.get((task.id, sample))
-            new_usd = result.cost_usd  # what this run spent (earlier runs are counted)
-            result = with_earlier_spend(result, earlier)
-            if traj is not None and result.trajectory is not None:
-                # the trajectory first: a result line always has its file
-                write_atomic(out / result.trajectory, traj.model_dump_json(indent=1).encode())
-            append_result(out, result)
-            done[(task.id, sample)] = result
-            budget.spend(new_usd)
-            progress.done += 1
-            progress.passed += result.passed
-            progress.errors += not POLICY[result.outcome].graded
-            progress.cost_usd += new_usd
-            report()
-
-    stopped_by: list[JobStopped] = []
-
-    async def or_stop(task: Task, sample: int, scope: anyio.CancelScope) -> None:
-        # the first episode that stops the job cancels the others (no line for them: a
-        # resume runs them), and the job raises its reason, not a group of errors
-        try:
-            await one(task, sample)
-        except JobStopped as e:
-            stopped_by.append(e)
-            scope.cancel()
-
-    async def watch_requests() -> None:
-        # a failing endpoint shows on the console while episodes retry, not only when
-        # their retries are spent minutes later
-        while True:
-            await anyio.sleep(0.5)
-            failed = policies.failed_requests()
-            if failed != progress.failed_requests:
-                progress.failed_requests = failed
-                report()
-
-    report()
+    run = _JobRun(
+        out=out,
+        settings=settings,
+        runner=executor or local,
+        policies=policies,
+        budget=budget,
+        progress=progress,
+        done=done,
+        rerun=rerun,
+        this_run=this_run,
+        on_progress=on_progress,
+        limiter=anyio.CapacityLimiter(concurrency),
+    )
+    run.report()
     try:
         with job_scope(job_id(out)):
             # a finished episode's sandboxes are made as new for the next (a container's
             # create and remove cost far more than a recycle)
             async with recycling(), anyio.create_task_group() as outer:
-                outer.start_soon(watch_requests)
+                outer.start_soon(run.watch_requests)
                 async with anyio.create_task_group() as tg:
                     for task, sample in todo:
-                        tg.start_soon(or_stop, task, sample, tg.cancel_scope)
+                        tg.start_soon(run.or_stop, task, sample, tg.cancel_scope)
                 outer.cancel_scope.cancel()
     finally:
         await policies.aclose()
-    if stopped_by:
-        raise stopped_by[0]
+    if run.stopped_by:
+        raise run.stopped_by[0]
     stopped = "max_cost" if budget.stopped else None
     # an episode a resume was to run again but did not (the budget spent) is its last line
     last = {**rerun, **done}
     return write_summary(out, list(last.values()), samples, config.tags, stopped=stopped)
+
+
+@dataclass
+class _JobRun:
+    """One call of :func:`run_eval` on its job folder: what its episodes share (the journal
+    they append to, the budget they spend, the progress they report) and what each does."""
+
+    out: Path
+    settings: EpisodeSettings
+    runner: EpisodeRunner
+    policies: Policies
+    budget: Budget
+    progress: Progress
+    done: dict[tuple[str, int], EpisodeResult]  # the results a resume keeps, and this run's
+    rerun: dict[tuple[str, int], EpisodeResult]  # the last line of each episode run again
+    this_run: str
+    on_progress: Callable[[Progress], None] | None
+    limiter: anyio.CapacityLimiter
+    stopped_by: list[JobStopped] = field(default_factory=list)
+
+    def report(self) -> None:
+        """Show the progress (a copy: the caller may keep it)."""
+        if self.on_progress is not None:
+            self.on_progress(self.progress.model_copy())
+
+    async def episode(self, task: Task, sample: int) -> None:
+        """Run one episode when the limiter and the budget admit it, and record its result."""
+        progress = self.progress
+        async with self.limiter:
+            if not await self.budget.admit():
+                if not progress.budget_spent:
+                    progress.budget_spent = True
+                    log.info("eval.budget_spent", budget=self.budget.describe())
+                    self.report()
+                return
+            progress.running += 1
+            self.report()
+            started_at = time.time()
+            try:
+                result, traj = await self.runner(task, sample, self.settings)
+            finally:
+                progress.running -= 1
+            self.record(task, sample, result, traj, started_at)
+
+    def record(
+        self,
+        task: Task,
+        sample: int,
+        result: EpisodeResult,
+        traj: Trajectory | None,
+        started_at: float,
+    ) -> None:
+        """Write a finished episode's trajectory and result line; count it."""
+        # stamped here, by the process that writes the journal: the job's wall time
+        # is measured per run of this process, wherever the episode ran
+        result = result.model_copy(
+            update={"run": self.this_run, "started_at": started_at, "finished_at": time.time()}
+        )
+        earlier = self.rerun.get((task.id, sample))
+        new_usd = result.cost_usd  # what this run spent (earlier runs are counted)
+        result = with_earlier_spend(result, earlier)
+        if traj is not None and result.trajectory is not None:
+            # the trajectory first: a result line always has its file
+            write_atomic(self.out / result.trajectory, traj.model_dump_json(indent=1).encode())
+        append_result(self.out, result)
+        self.done[(task.id, sample)] = result
+        self.budget.spend(new_usd)
+        progress = self.progress
+        progress.done += 1
+        progress.passed += result.passed
+        progress.errors += not TREATMENT[result.outcome].graded
+        progress.cost_usd += new_usd
+        self.report()
+
+    async def or_stop(self, task: Task, sample: int, scope: anyio.CancelScope) -> None:
+        """Run one episode; the first that stops the job cancels ``scope`` (the others)."""
+        # no line for the cancelled ones: a resume runs them; and the job raises its
+        # reason, not a group of errors
+        try:
+            await self.episode(task, sample)
+        except JobStopped as e:
+            self.stopped_by.append(e)
+            scope.cancel()
+
+    async def watch_requests(self) -> None:
+        """Report the count of failed model requests as it changes, until cancelled."""
+        # a failing endpoint shows on the console while episodes retry, not only when
+        # their retries are spent minutes later
+        while True:
+            await anyio.sleep(0.5)
+            failed = self.policies.failed_requests()
+            if failed != self.progress.failed_requests:
+                self.progress.failed_requests = failed
+                self.report()
 
 
 MAX_RERUNS = 3  # runs of one episode ending in an infrastructure error before it is left as it is
@@ -289,13 +334,13 @@ def _resume_state(
 ) -> tuple[dict[tuple[str, int], EpisodeResult], dict[tuple[str, int], EpisodeResult]]:
     """The journal's ``lines`` as (what a resume keeps, see :func:`settled`; the last line
     of each episode it runs again)."""
-    errors = Counter((r.task_id, r.sample) for r in lines if POLICY[r.outcome].retry)
+    errors = Counter((r.task_id, r.sample) for r in lines if TREATMENT[r.outcome].retry)
     last = {(r.task_id, r.sample): r for r in lines}
 
     def keep(key: tuple[str, int], r: EpisodeResult) -> bool:
         if retry_errors:
-            return POLICY[r.outcome].graded
-        return not POLICY[r.outcome].retry or errors[key] >= MAX_RERUNS
+            return TREATMENT[r.outcome].graded
+        return not TREATMENT[r.outcome].retry or errors[key] >= MAX_RERUNS
 
     kept = {key: r for key, r in last.items() if keep(key, r)}
     return kept, {key: r for key, r in last.items() if key not in kept}

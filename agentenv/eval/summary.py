@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from agentenv.runner.outcomes import POLICY
+from agentenv.runner.outcomes import TREATMENT
 from agentenv.runner.results import EpisodeResult
 
 
@@ -72,7 +72,7 @@ class Row(BaseModel):
 def _row(
     task_id: str, results: list[EpisodeResult], k: int, kind: Literal["task", "tag", "total"]
 ) -> Row:
-    graded = [r for r in results if POLICY[r.outcome].graded]
+    graded = [r for r in results if TREATMENT[r.outcome].graded]
     n, c = len(graded), sum(r.passed for r in graded)
     prompt = sum(r.prompt_tokens for r in results)
     cached = sum(r.cached_tokens for r in results)

@@ -34,23 +34,23 @@ Outcome = Literal[
 ]
 
 
-class Policy(NamedTuple):
-    """How the job treats an outcome."""
+class Treatment(NamedTuple):
+    """How the job treats an outcome (a model policy is another thing: :mod:`.policy`)."""
 
     retry: bool  # run the episode again (up to the job's attempts)
     graded: bool  # the reward is valid and counts in pass@k
     stop_job: bool  # no point running anything else
 
 
-POLICY: dict[Outcome, Policy] = {
-    "graded": Policy(retry=False, graded=True, stop_job=False),
-    "verifier_error": Policy(retry=False, graded=False, stop_job=False),
-    "sandbox_lost": Policy(retry=True, graded=False, stop_job=False),
-    "endpoint_down": Policy(retry=True, graded=False, stop_job=False),
-    "bad_request": Policy(retry=False, graded=False, stop_job=False),
-    "auth": Policy(retry=False, graded=False, stop_job=True),
-    "task_error": Policy(retry=False, graded=False, stop_job=False),
-    "crash": Policy(retry=False, graded=False, stop_job=False),
+TREATMENT: dict[Outcome, Treatment] = {
+    "graded": Treatment(retry=False, graded=True, stop_job=False),
+    "verifier_error": Treatment(retry=False, graded=False, stop_job=False),
+    "sandbox_lost": Treatment(retry=True, graded=False, stop_job=False),
+    "endpoint_down": Treatment(retry=True, graded=False, stop_job=False),
+    "bad_request": Treatment(retry=False, graded=False, stop_job=False),
+    "auth": Treatment(retry=False, graded=False, stop_job=True),
+    "task_error": Treatment(retry=False, graded=False, stop_job=False),
+    "crash": Treatment(retry=False, graded=False, stop_job=False),
 }
 
 

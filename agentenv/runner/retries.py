@@ -15,7 +15,7 @@ from agentenv.errors import JobStopped
 from agentenv.log import get_logger
 from agentenv.runner.budget import Metered
 from agentenv.runner.episode import run_task
-from agentenv.runner.outcomes import POLICY, Outcome, classify
+from agentenv.runner.outcomes import TREATMENT, Outcome, classify
 from agentenv.runner.policy import Policies
 from agentenv.runner.results import EpisodeResult, write_atomic
 from agentenv.sandbox import EngineUnavailable, SandboxError, default_backend, get_backend
@@ -123,7 +123,7 @@ def _result_from(
         outcome, error = "verifier_error", score.error
     else:
         error = None
-    graded = POLICY[outcome].graded
+    graded = TREATMENT[outcome].graded
     return EpisodeResult(
         task_id=task.id,
         sample=sample,
@@ -176,7 +176,7 @@ async def run_episode_with_retries(
                 write_atomic(out / kept, final.workspace)
         except Exception as e:  # classified by the outcome table, not handled ad hoc
             outcome = classify(e)
-            rule = POLICY[outcome]
+            treatment = TREATMENT[outcome]
             log.warning(
                 "episode.failed",
                 task=task.id,
@@ -206,14 +206,14 @@ async def run_episode_with_retries(
                 outage_s += time.monotonic() - waited
                 attempt -= 1
                 continue
-            if rule.stop_job:
+            if treatment.stop_job:
                 raise JobStopped(f"{outcome}: {type(e).__name__}: {e}") from e
             # nobody answers at any endpoint this task may use: every episode would wait
             # out its retries alike, so the job stops (a resume runs what did not finish)
             down = policies.down(task) if outcome == "endpoint_down" else None
             if down is not None:
                 raise JobStopped(f"the model endpoint {down}", resumable=True) from e
-            if rule.retry and attempt < attempts:
+            if treatment.retry and attempt < attempts:
                 continue
             wall_s = time.monotonic() - started
             split_phases(phases, None, wall_s)

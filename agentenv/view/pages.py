@@ -11,7 +11,7 @@ from typing import Any
 from agentenv.agent.tools import ToolResult
 from agentenv.agent.trajectory import Trajectory, Turn
 from agentenv.eval.summary import Row
-from agentenv.refactor.job import TestRun
+from agentenv.refactor.verdict import TestRun
 from agentenv.verify import Score
 from agentenv.view.job import Episode, Job, RepoEpisode
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from agentenv.runner.outcomes import POLICY
+from agentenv.runner.outcomes import TREATMENT
 from agentenv.testing import K3Server, ScriptedToolCall, ScriptedTurn
 from tests.eval.test_eval import make_task
 from tests.faults.engine import PrivateEngine
@@ -279,5 +279,5 @@ def settle(
         if line["outcome"] == "graded":
             assert line["passed"] != (line["task_id"] in failing), line
         else:
-            assert POLICY[line["outcome"]].retry, line  # only errors a resume retries
+            assert TREATMENT[line["outcome"]].retry, line  # only errors a resume retries
     return row

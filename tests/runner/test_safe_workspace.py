@@ -10,7 +10,7 @@ import tarfile
 import pytest
 
 from agentenv.archive import Archive
-from agentenv.runner.episode import safe_workspace
+from agentenv.runner.workspace import safe_workspace
 
 pytestmark = pytest.mark.no_docker
 

@@ -16,7 +16,7 @@ import pytest
 from pydantic import TypeAdapter, ValidationError
 
 from agentenv.archive import Archive
-from agentenv.runner.episode import safe_workspace
+from agentenv.runner.workspace import safe_workspace
 from agentenv.sandbox import SandboxSpec
 from agentenv.sandbox.docker import DockerSandbox
 from agentenv.verify import AGENT_USER, CHECKER_CAPS, Check, Score, Workspace, is_subset

@@ -118,7 +118,8 @@ index 1111111..2222222 100644
 
 def write_refactor_job(folder: Path) -> None:
     """A finished refactor job of one repo, as `agentenv refactor` writes it."""
-    from agentenv.refactor.job import REPORT, RefactorConfig, RepoResult, TestRun
+    from agentenv.refactor.job import REPORT, RefactorConfig, RepoResult
+    from agentenv.refactor.verdict import TestRun
     from agentenv.runner.journal import append_line
 
     folder.mkdir(parents=True)
