@@ -22,7 +22,11 @@ checks = {
     "version": get("/version") == (200, version),
     "not_found": get("/nope")[0] == 404,
 }
-score = sum(checks.values()) / len(checks)
+# No credit for an answer that holds whatever the path: a server that answers 404 to
+# everything earns nothing for its 404, one that answers "ok" everywhere nothing for its
+# /health. An endpoint counts only when the service also tells paths apart.
+routed = checks["not_found"] and (checks["health"] or checks["version"])
+score = sum(checks.values()) / len(checks) if routed else 0.0
 rewards = {"reward": score, **{k: float(v) for k, v in checks.items()}}
 json.dump(rewards, open("/logs/verifier/reward.json", "w"))
 print(rewards)
