@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -66,8 +67,11 @@ def make_task(root: Path) -> Path:
 
 def agentenv(*args: str) -> str:
     """Run ``agentenv --backend podman *args`` in this process; its output, once it is done
-    (exit 0), with the environment left as it was."""
-    done = CliRunner().invoke(app, ["--backend", "podman", *args])
+    (exit 0), with the environment left as it was. It runs in a thread of its own, as a
+    script's main thread would: a session-scoped async fixture of another test module keeps
+    the test thread inside anyio's runner, where the CLI's own ``anyio.run`` is refused."""
+    with ThreadPoolExecutor(1) as pool:
+        done = pool.submit(CliRunner().invoke, app, ["--backend", "podman", *args]).result()
     assert done.exit_code == 0, (done.output, done.exception)
     assert "AGENTENV_BACKEND" not in os.environ
     return done.output
