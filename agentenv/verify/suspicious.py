@@ -90,8 +90,11 @@ def _config(name: str, data: bytes) -> list[str]:
         hooks = "def pytest_" in text or "pytest_plugins" in text or "hookimpl" in text
         return [f"{name}: a conftest.py with pytest hooks or plugins"] if hooks else []
     section = CONFIGS[base]
-    if section is None or section in text:
-        return [f"{name}: pytest configuration"]
+    # options that load plugins or add arguments change what runs; others (testpaths, say)
+    # an honest agent may well leave for its own runs
+    changes = "addopts" in text or "-p " in text or "required_plugins" in text
+    if changes and (section is None or section in text):
+        return [f"{name}: pytest configuration that adds options or plugins"]
     return []
 
 
