@@ -56,6 +56,9 @@ class EpisodeResult(Spend):
     run: str | None = None  # the runner's run id and call (a job resumed has several runs)
     started_at: float | None = None  # unix time
     finished_at: float | None = None
+    # the verifier's signs of an attempt on the verdict (Score.suspicious): graded as the
+    # check's on_suspicious says, and flagged for a person whatever it said
+    suspicious: list[str] = Field(default_factory=list)
 
 
 class JobConfig(JobSettings):

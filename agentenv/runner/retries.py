@@ -140,6 +140,7 @@ def _result_from(
         trajectory=f"trajectories/{task.id}/{sample}.json",
         final_state=kept,
         score=score,
+        suspicious=list(score.suspicious) if score else [],
     )
 
 

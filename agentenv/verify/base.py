@@ -65,10 +65,17 @@ class Run:
     check (so no check sees what an earlier one's agent code left) and stops the agent's
     processes after each."""
 
-    def __init__(self, sandbox: Sandbox, workspace: Workspace, tests: Path | None = None):
+    def __init__(
+        self,
+        sandbox: Sandbox,
+        workspace: Workspace,
+        tests: Path | None = None,
+        prepared: Archive | None = None,
+    ):
         self.sandbox = sandbox
         self.ws = workspace
         self.tests = tests  # the task's hidden tests on the host (an outputs check's cases)
+        self.prepared = prepared  # the workdir before the agent, when known (a tar)
         self.leaves = 0
 
     async def fresh_workspace(self) -> None:

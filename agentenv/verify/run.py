@@ -108,7 +108,7 @@ async def verify(
     files from it, never from the agent's). Raises :class:`SandboxUnavailable` if the
     sandbox dies; any other failure to check is ``Score.error``."""
     started = time.monotonic()
-    run = Run(sandbox, workspace, tests)
+    run = Run(sandbox, workspace, tests, prepared)
     try:
         with without_cases(tests, check) as sandbox_tests:  # expected outputs stay here
             keep = set(check.kept())

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 
 class CheckResult(BaseModel):
@@ -43,6 +43,14 @@ class CheckResult(BaseModel):
         description="a swebench check's: each listed test's outcome (`passed`, `failed`, "
         "`error`, `skipped`, `missing`); None for other kinds",
     )
+    suspicious: list[str] = Field(
+        default_factory=list,
+        description="signs that the agent's code worked on the verdict rather than the task, "
+        "seen by an in-process pytest check (a report that differs from what its parent "
+        "process saw, pytest's internals patched, an `__eq__` that ignores what it is "
+        "compared with, pytest configuration the agent added); the check's `on_suspicious` "
+        "says whether it then scored 0 (`zero`) or as the tests went (`review`)",
+    )
 
 
 class Score(BaseModel):
@@ -68,3 +76,15 @@ class Score(BaseModel):
     duration_s: float = Field(
         0.0, description="seconds the verification took, the checker sandbox's layout included"
     )
+    suspicious: list[str] = Field(
+        default_factory=list,
+        description="every check's `suspicious` findings, each prefixed with the check's "
+        "name (filled from `checks` when not given); an episode with any is flagged for "
+        "review in results and the viewer",
+    )
+
+    @model_validator(mode="after")
+    def _gather_suspicious(self) -> Score:
+        if not self.suspicious:
+            self.suspicious = [f"{c.name}: {s}" for c in self.checks for s in c.suspicious]
+        return self

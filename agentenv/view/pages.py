@@ -12,6 +12,7 @@ from agentenv.agent.tools import ToolResult
 from agentenv.agent.trajectory import Trajectory, Turn
 from agentenv.eval.summary import Row
 from agentenv.refactor.verdict import TestRun
+from agentenv.runner.results import EpisodeResult
 from agentenv.verify import Score
 from agentenv.view.job import Episode, Job, RepoEpisode
 
@@ -101,8 +102,24 @@ _COLUMNS = (
 )
 
 
+SUSPICIOUS_MARK = "⚑ suspicious"
+"""What marks an episode the verifier flagged (``EpisodeResult.suspicious``)."""
+
+
+def _reward_text(reward: float | None, flagged: bool) -> str:
+    text = "" if reward is None else f"{reward:.2f}"
+    return f"{text} {SUSPICIOUS_MARK}".strip() if flagged else text
+
+
+def _flags(result: EpisodeResult, score: Score | None = None) -> list[str]:
+    """The verifier's flags for an episode: its line's, else its score's (older lines)."""
+    score = score or result.score
+    return result.suspicious or (score.suspicious if score is not None else [])
+
+
 def _row(ep: Episode, rl: bool) -> str:
     r = ep.result
+    flagged = bool(_flags(r))
     extra: list[tuple[object, object]] = []
     if rl:
         advantage = "" if ep.advantage is None else f"{ep.advantage:+.3f}"
@@ -111,7 +128,7 @@ def _row(ep: Episode, rl: bool) -> str:
         (r.task_id, r.task_id),
         (r.sample, r.sample),
         (ep.status, ep.status),
-        ("" if r.reward is None else f"{r.reward:.2f}", -1 if r.reward is None else r.reward),
+        (_reward_text(r.reward, flagged), -1 if r.reward is None else r.reward),
         (" ".join(ep.tags), " ".join(ep.tags)),
         (r.turns, r.turns),
         (f"{r.prompt_tokens:,}", r.prompt_tokens),
@@ -128,9 +145,12 @@ def _row(ep: Episode, rl: bool) -> str:
         + "</td>"
         for i, (text, key) in enumerate(cells)
     )
+    text = r.task_id + " " + " ".join(ep.tags) + (" suspicious" if flagged else "")
+    title = f" title='{e('; '.join(_flags(r)))}'" if flagged else ""
+    classes = ep.status + (" suspicious" if flagged else "")
     return (
-        f"<tr class='{ep.status}' data-status='{ep.status}' data-outcome='{e(ep.ended)}' "
-        f"data-text='{e((r.task_id + ' ' + ' '.join(ep.tags)).lower())}'>{tds}</tr>"
+        f"<tr class='{classes}' data-status='{ep.status}' data-outcome='{e(ep.ended)}' "
+        f"data-text='{e(text.lower())}'{title}>{tds}</tr>"
     )
 
 
@@ -375,12 +395,23 @@ def episode_page(
         facts += f" · group {episode.group}"
     if episode.advantage is not None:
         facts += f" · advantage {episode.advantage:+.3f}"
+    score = r.score or (trajectory.score if trajectory is not None else None)
+    flags = _flags(r, score)
+    if flags:
+        facts += f" · {SUSPICIOUS_MARK}"
     parts = [
         f"<p><a href='../index.html'>← the job</a></p><h1>{e(title)}</h1>",
         f"<p class='facts'>{e(facts)}</p>",
     ]
     if r.error:
         parts.append(f"<p class='error'>{e(r.error)}</p>")
+    if flags:
+        items = "".join(f"<li>{e(flag)}</li>" for flag in flags)
+        parts.append(
+            f"<div class='suspicious'><p>{SUSPICIOUS_MARK}: the verifier saw signs of an "
+            f"attempt on the verdict (the check's <code>on_suspicious</code> says whether it "
+            f"then scored 0); worth a look:</p><ul>{items}</ul></div>"
+        )
     parts.extend(
         f"<p class='error'>Its trajectory could not be read: {e(problem)}</p>"
         for problem in problems
@@ -392,7 +423,6 @@ def episode_page(
         parts.append("<h2>prompt</h2>" + "".join(_message(m) for m in first))
         parts.append("<h2>turns</h2>")
         parts.extend(_turns(trajectory.turns))
-    score = r.score or (trajectory.score if trajectory is not None else None)
     parts.append("<h2>verification</h2>" + _checks(score))
     return _page(title, "".join(parts), root="../")
 

@@ -137,8 +137,15 @@ async def test_what_the_agent_leaves_cannot_change_the_verdict(box: Boxes, tests
         "nohup sh -c 'while :; do echo hello > /workspace/out.txt; sleep 0.05; done' "
         ">/dev/null 2>&1 &"
     )
-    score = await verify(box, check(kind="pytest", partial=True), tests=tests_dir)
+    review = check(kind="pytest", partial=True, on_suspicious="review")
+    score = await verify(box, review, tests=tests_dir)
     assert score.reward == pytest.approx(0.75)  # the hooks did not run; the fake test is gone
+    # what it tried is flagged all the same, and by default the check then scores 0
+    assert any("conftest.py" in s for s in score.suspicious), score.suspicious
+    assert any("pytest.ini" in s for s in score.suspicious), score.suspicious
+    zeroed = await verify(box, check(kind="pytest", partial=True), tests=tests_dir)
+    assert zeroed.reward == 0.0 and zeroed.error is None and zeroed.suspicious
+    assert "scored 0, suspicious" in zeroed.checks[0].detail
     assert (await box.checker.exec("test -e /agentenv/out/reward")).exit_code == 1
     assert (await box.checker.exec("test -e /agentenv/tests/test_fake.py")).exit_code == 1
     await box.exec("pkill -9 -f '[e]cho hello'; rm -f /workspace/out.txt")

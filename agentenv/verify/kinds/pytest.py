@@ -1,9 +1,11 @@
-"""The ``pytest`` check: the task's hidden tests, run with pytest as the agent's user."""
+"""The ``pytest`` check: the task's hidden tests, run with pytest; the agent's code imported
+by them (in-process) or called from them in processes of its own (``isolation = "process"``)."""
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
+import anyio
 from pydantic import Field
 
 from agentenv.sandbox.protocol import ExecResult
@@ -19,13 +21,44 @@ from agentenv.verify.base import (
 )
 from agentenv.verify.registry import leaf_scorer
 from agentenv.verify.score import CheckResult
+from agentenv.verify.suspicious import scan
 
 
 class PytestCheck(CheckBase):
-    """Runs pytest on the hidden tests with the workdir importable; the reward is the
-    fraction passed, or 0/1 unless ``partial``. ``args`` go to pytest as given (default
-    ``["."]``), read from the tests folder: paths and node ids in them are relative to it, as
-    in ``["test_api.py", "--deselect", "test_api.py::test_slow", "-k", "not network"]``."""
+    """Runs pytest on the hidden tests; the reward is the fraction passed, or 0/1 unless
+    ``partial``. ``args`` go to pytest as given (default ``["."]``), read from the tests
+    folder: paths and node ids in them are relative to it, as in ``["test_api.py",
+    "--deselect", "test_api.py::test_slow", "-k", "not network"]``.
+
+    ``isolation`` is where the agent's code runs:
+
+    - ``"in-process"`` (the default): the tests import the agent's code (``import calc``;
+      the workdir is on ``sys.path``) and pytest runs as the agent's user. That code then
+      shares the process that writes the report, so the verdict cannot be protected, only
+      checked: what does not add up is flagged in ``suspicious`` (see docs/verification.md)
+      and ``on_suspicious`` says what a flag does: ``"zero"`` (the default) scores the check
+      0 with the reasons, ``"review"`` keeps the score and the flags for a person.
+    - ``"process"``: pytest runs as root and never imports the agent's code; the tests reach
+      it only through the ``agent`` fixture, which calls it in a process of the agent's user
+      and hands back plain values (JSON data), so pass/fail is decided where the agent's code
+      cannot reach and its ``__eq__`` never runs. The hidden tests stay unreadable to it::
+
+          import pytest
+
+          def test_add(agent):
+              assert agent.call("calc:add", 1, 2) == 3
+
+          def test_rejects_text(agent):
+              with pytest.raises(ValueError):
+                  agent.call("calc:parse", "x")
+
+      ``agent.call_with(target, args, kwargs, timeout=S)`` sets a call's timeout (10 s
+      otherwise); a call that hangs, dies or returns something other than plain data raises
+      ``AgentCallError`` (see ``verifiers/agent_proxy.py``).
+
+    It is not the default because tests written as ``import calc`` (every pytest check
+    written so far, and what SWE-bench-style tests are) cannot run that way; prefer it (or
+    the ``outputs`` kind) for new tasks."""
 
     kind: Literal["pytest"]
     args: list[str] = Field(["."])
@@ -35,20 +68,43 @@ class PytestCheck(CheckBase):
     # importorskip: the agent's code can raise those) still counts as not passed
     skipped: Literal["fail", "exclude"] = "fail"
     timeout_s: float = Field(300, gt=0)
+    isolation: Literal["in-process", "process"] = "in-process"
+    # zero: a safe default, since a flag means the report may be the agent's own words and
+    # an honest solution raises none; review: for tests whose own code trips a heuristic
+    on_suspicious: Literal["zero", "review"] = "zero"
 
 
 @leaf_scorer("pytest")
 async def _pytest(run: Run, check: PytestCheck) -> CheckResult:
     name = f"pytest {' '.join(check.args)}"
+    static: list[str] = []
+    if check.isolation == "in-process":  # read on the host, from the tar: not by its code
+        static = await anyio.to_thread.run_sync(scan, run.ws.archive, run.prepared)
+    r = await _run(run, check)
+    if r.timed_out:  # the code under test hung: the agent failing
+        hung = result(check, name, 0.0, f"timed out after {check.timeout_s:g} s")
+        return _flagged(check, hung, static)
+    found, problem, crashed = pytest_report(r)
+    if found is None:
+        return _flagged(check, result(check, name, 0.0, problem, error=crashed), static)
+    said = found.get("suspicious")
+    flags = [str(s) for s in said] if isinstance(said, list) else []
+    return _flagged(check, _scored(check, name, found), flags + static)
+
+
+async def _run(run: Run, check: PytestCheck) -> ExecResult:
     ws, box = run.ws, run.sandbox
-    argv = ["python3", "-I", "-S", f"{CHECKERS}/run_pytest.py", ws.agent_user, ws.workdir, "--"]
-    # pytest imports the agent's code: run_pytest.py (root) runs it in a child as the
-    # agent's user, reading the tests for this check only, and takes one report from it;
-    # what that code can still do in its own process is in docs/verification.md
-    await run_checked(box, f"chmod -R a+rX {TESTS}", timeout=60)
+    mode = ["--process"] if check.isolation == "process" else []
+    argv = ["python3", "-I", "-S", f"{CHECKERS}/run_pytest.py", *mode, ws.agent_user, ws.workdir]
+    # in-process, pytest imports the agent's code: run_pytest.py (root) runs it in a child as
+    # the agent's user, reading the tests for this check only, and takes one report from it;
+    # what that code can still do in its own process is in docs/verification.md. In a
+    # separate process, the tests stay root's: nothing of the agent's reads them
+    if check.isolation == "in-process":
+        await run_checked(box, f"chmod -R a+rX {TESTS}", timeout=60)
     try:
-        r = await box.exec(
-            [*argv, *check.args],
+        return await box.exec(
+            [*argv, "--", *check.args],
             timeout=check.timeout_s,
             cwd=TESTS,
             env={"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "HOME": "/tmp"},
@@ -57,11 +113,24 @@ async def _pytest(run: Run, check: PytestCheck) -> CheckResult:
     finally:
         await run.stop_agent()
         await run_checked(box, f"chmod -R go-rwx {TESTS}", timeout=60)
-    if r.timed_out:  # the code under test hung: the agent failing
-        return result(check, name, 0.0, f"timed out after {check.timeout_s:g} s")
-    found, problem, crashed = pytest_report(r)
-    if found is None:
-        return result(check, name, 0.0, problem, error=crashed)
+
+
+def _flagged(check: PytestCheck, found: CheckResult, flags: list[str]) -> CheckResult:
+    """``found`` with ``flags`` in its ``suspicious``, scored 0 if the check says so."""
+    if not flags:
+        return found
+    flags = list(dict.fromkeys(s[:300] for s in flags))[:20]
+    update: dict[str, Any] = {"suspicious": flags}
+    if check.on_suspicious == "zero" and not found.error:
+        update |= {"score": 0.0, "passed": False}
+        update["detail"] = f"scored 0, suspicious: {'; '.join(flags)[:1500]} | {found.detail}"
+    else:
+        update["detail"] = f"{found.detail} | flagged for review: {'; '.join(flags)[:1500]}"
+    return found.model_copy(update=update)
+
+
+def _scored(check: PytestCheck, name: str, found: dict[str, Any]) -> CheckResult:
+    """The check's result from run_pytest's report (whose outcomes are a dict)."""
     outcomes, log = found["outcomes"], str(found.get("log", ""))[-1500:]
     if not outcomes:
         return result(check, name, 0.0, f"no tests were collected: {log}", error=True)
