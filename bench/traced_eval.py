@@ -70,6 +70,10 @@ KEEP_CLEAN = frozenset({"exec: stop_agent", "exec: lay out /agentenv", "exec: em
 agent's user can exist that did not before."""
 
 
+READ_ONLY = frozenset({"exec: read_capped (json/file)", "exec: png_check (image)"})
+"""Execs that run nothing of the agent's and change nothing in the sandbox."""
+
+
 def interpreter_starts(cmd: Any) -> int:
     """Python interpreters an exec starts directly (a script's own are not seen)."""
     text = _words(cmd)
@@ -110,8 +114,13 @@ def _patch_sandbox(cls: Any) -> None:
 
     @functools.wraps(exec_)
     async def exec_timed(self: Any, cmd: Any, **kwargs: Any) -> Any:
-        if exec_kind(cmd, kwargs.get("user")) not in KEEP_CLEAN:
+        kind = exec_kind(cmd, kwargs.get("user"))
+        if kind not in KEEP_CLEAN:
             self._bench_clean = False  # for the what-if "dedupe-stop"
+        if kind not in KEEP_CLEAN | READ_ONLY:
+            self._bench_ws_dirty = True  # for the what-if "dedupe-reset"
+        elif kind == "exec: lay out /agentenv":
+            self._bench_ws_dirty = False
         if _record.get() is None or _inside.get():
             return await exec_(self, cmd, **kwargs)
         token = _inside.set(True)
@@ -236,6 +245,91 @@ def what_if(names: set[str]) -> None:
             self.sandbox._bench_clean = True
 
         Run.stop_agent = stop_once  # type: ignore[method-assign]
+    if "hand-back-later" in names:
+        _hand_back_later()
+    if "dedupe-reset" in names:
+        _dedupe_reset()
+    if "reap-fast" in names:
+        _reap_fast()
+
+
+SLOW_REAP = "time.sleep(min(left, 0.002))"
+FAST_REAP = "time.sleep(min(left, 0.0001))"
+
+
+def _reap_fast() -> None:
+    """call_function.py as laid out polls for a case's exit every 0.1 ms, not every 2 ms."""
+    import io
+    import tarfile
+
+    run: Any = importlib.import_module("agentenv.verify.run")
+    files = getattr(run, "_checker_files", None)
+    if files is None:
+        return
+
+    @functools.wraps(files)
+    def reaping_fast(*args: Any, **kwargs: Any) -> bytes:
+        data: bytes = files(*args, **kwargs)
+        out = io.BytesIO()
+        with (
+            tarfile.open(fileobj=io.BytesIO(data)) as src,
+            tarfile.open(fileobj=out, mode="w") as dst,
+        ):
+            for member in src:
+                body = src.extractfile(member) if member.isfile() else None
+                content = body.read() if body is not None else None
+                if member.name.endswith("/call_function.py") and content is not None:
+                    content = content.replace(SLOW_REAP.encode(), FAST_REAP.encode())
+                    member.size = len(content)
+                dst.addfile(member, io.BytesIO(content) if content is not None else None)
+        return out.getvalue()
+
+    run._checker_files = reaping_fast
+
+
+def _dedupe_reset() -> None:
+    """No stop and fresh workspace before a leaf check when nothing has run since the
+    workspace was laid down but root's layout and read-only checkers (file, json, image)."""
+    from agentenv.verify.base import Run
+
+    before = Run.before_leaf
+
+    @functools.wraps(before)
+    async def before_if_needed(self: Any) -> None:
+        if self.leaves >= 1 and getattr(self.sandbox, "_bench_ws_dirty", True) is False:
+            self.leaves += 1
+            return
+        await before(self)
+        if self.leaves > 1:
+            self.sandbox._bench_ws_dirty = False
+
+    Run.before_leaf = before_if_needed  # type: ignore[method-assign]
+
+
+_LATER: set[Any] = set()
+
+
+def _hand_back_later() -> None:
+    import asyncio
+
+    recycling: Any = importlib.import_module("agentenv.sandbox.recycling")
+    hand_back = recycling.hand_back
+
+    @functools.wraps(hand_back)
+    async def later(*args: Any, **kwargs: Any) -> None:
+        record = _record.get()
+        if record is None or record.get("now") != "verify_final":
+            await hand_back(*args, **kwargs)
+            return
+        token = _record.set(None)  # off the verdict path: not timed as on it
+        try:
+            task = asyncio.get_running_loop().create_task(hand_back(*args, **kwargs))
+        finally:
+            _record.reset(token)
+        _LATER.add(task)  # a box still being handed back when the job ends: swept by label
+        task.add_done_callback(_LATER.discard)
+
+    recycling.hand_back = later
 
 
 def _write() -> None:

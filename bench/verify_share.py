@@ -23,7 +23,10 @@ verification goes, by operation (execs by what they run, uploads, thawing, hand-
 by task. ``--units N`` adds the unit costs of those operations in one checker sandbox.
 ``--what-if`` measures a change without making it, on the working tree's side only
 (``shares=N``: the checker sandboxes' CPU weight; ``dedupe-stop``: no ``stop_agent`` when
-nothing could have started a process of the agent's user since the last one).
+nothing could have started a process of the agent's user since the last one;
+``hand-back-later``: the checker handed back after the verdict; ``dedupe-reset``: no fresh
+workspace before a leaf when only read-only checks ran since the last; ``reap-fast``:
+``call_function.py`` polling for a case's exit every 0.1 ms; see ``traced_eval.what_if``).
 
 Usage: ``.venv/bin/python bench/verify_share.py [--baseline REV] [--n N] [--quick] [--json
 PATH]``.
@@ -637,7 +640,8 @@ def main() -> int:
     parser.add_argument(
         "--what-if",
         default="",
-        help="on the working tree's side only: shares=N (checker CPU weight), dedupe-stop",
+        help="on the working tree's side only, comma-separated: shares=N, dedupe-stop, "
+        "hand-back-later, dedupe-reset, reap-fast (see traced_eval.what_if)",
     )
     args = parser.parse_args()
     cfg = Config(
