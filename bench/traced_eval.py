@@ -203,7 +203,8 @@ def _phase(name: str, fn: Any) -> Any:
         key = _current_task()
         record = _by_task.get(key) if name == "verify_final" else None
         if record is None:
-            prepared = args[1] if name == "finish" else args[0]
+            at = 1 if name == "finish" else 0
+            prepared = args[at] if len(args) > at else kwargs.get("prepared")
             task = getattr(getattr(prepared, "task", None), "id", "?")
             record = {"task": task, "ops": []}
             _by_task[key] = record
