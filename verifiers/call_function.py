@@ -212,6 +212,8 @@ def owned_by(uid):
             try:
                 with open("/proc/%s/status" % name) as f:
                     for line in f:
+                        if line.startswith("State:") and line.split()[1] in ("Z", "X"):
+                            break  # a zombie runs nothing: its parent reaps it
                         if line.startswith("Uid:"):
                             if uid in [int(u) for u in line.split()[1:4]]:
                                 found.append(int(name))
@@ -328,13 +330,13 @@ def run_case(case, workdir, max_result, user):
     chunks, status, outcome = read_result(pid, read_end, timeout, max_result)
     os.close(read_end)
     kill_group(pid)  # whatever the call left running in its group
-    if user is not None:
-        kill_user(user)  # and anywhere else
     if status is None:
         try:
             _, status = os.waitpid(pid, 0)
         except OSError:
             pass
+    if user is not None:
+        kill_user(user)  # and anywhere else
     if outcome is not None:
         return outcome
     return parse_result(b"".join(chunks), status)

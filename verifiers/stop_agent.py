@@ -24,6 +24,8 @@ def owned_by(uid):
         try:
             with open("/proc/%s/status" % name) as f:
                 for line in f:
+                    if line.startswith("State:") and line.split()[1] in ("Z", "X"):
+                        break  # a zombie runs nothing: its parent reaps it
                     if line.startswith("Uid:"):
                         if uid in [int(u) for u in line.split()[1:4]]:
                             found.append(int(name))
