@@ -1,6 +1,11 @@
-"""call_function.py WORKDIR < cases.json: call the agent's functions on given inputs and print
-what each call gave, one JSON line per case. Run as the agent's user (``python3 -I``) by an
-``outputs`` check; the expected values never come here: the host compares.
+"""call_function.py WORKDIR [UID:GID] < cases.json: call the agent's functions on given inputs
+and print what each call gave, one JSON line per case. Run by an ``outputs`` check
+(``python3 -I``): as root with UID:GID, the agent's user, which each case's child becomes
+before anything of the agent's is loaded (so the agent's code can neither stop, trace nor
+signal this process: a call that stops its parent would hold the check until the host's
+timeout), and after each case every process of that user is killed (what a call left
+running, stopped or forking never meets the next case); else as the agent's user itself.
+The expected values never come here: the host compares.
 
 Standard input is ``{"cases": [{"id": 0, "target": "module:function", "args": [...],
 "kwargs": {...}, "timeout": 10, "keep_tuples": false, "report_args": false}, ...],
@@ -152,8 +157,11 @@ def call(case, workdir):
     return out
 
 
-def child(case, workdir, pipe):
-    """The forked side: become a process group of its own, call, write the result, exit."""
+def child(case, workdir, pipe, user):
+    """The forked side: become the agent's user (``user``: (uid, gid), or None) and a process
+    group of its own, call, write the result, exit."""
+    if user is not None:
+        become(user)
     try:
         os.setpgid(0, 0)
     except OSError:
@@ -180,6 +188,66 @@ def write_all(fd, data):
         view = view[os.write(fd, view) :]
 
 
+def become(user):
+    """Drop to ``user`` (uid, gid) for good, with no supplementary groups."""
+    uid, gid = user
+    os.setgroups([])
+    os.setgid(gid)
+    os.setuid(uid)
+
+
+def parse_user(text):
+    """``UID[:GID]`` as (uid, gid)."""
+    uid, _, gid = text.partition(":")
+    return int(uid), int(gid or uid)
+
+
+def owned_by(uid):
+    """The pids of the processes with ``uid`` among their real, effective and saved uids (a
+    few in a checker sandbox: cheap to list). Read from ``status``, not the owner of
+    ``/proc/PID``, which is root for a process that made itself non-dumpable."""
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open("/proc/%s/status" % name) as f:
+                    for line in f:
+                        if line.startswith("State:") and line.split()[1] in ("Z", "X"):
+                            break  # a zombie runs nothing: its parent reaps it
+                        if line.startswith("Uid:"):
+                            if uid in [int(u) for u in line.split()[1:4]]:
+                                found.append(int(name))
+                            break
+            except (OSError, ValueError):
+                pass  # exited while we looked
+    return found
+
+
+def kill_user(user):
+    """Kill every process of ``user`` (uid, gid): ``kill(-1)`` from a child that became that
+    user signals all of them in one step, stopped ones included, which a forking process
+    cannot outrun; then each one left, until none is (or a second has passed)."""
+    deadline = time.monotonic() + 1.0
+    while owned_by(user[0]) and time.monotonic() < deadline:
+        try:
+            pid = os.fork()
+        except OSError:  # no process to spare (a fork bomb at the pids limit)
+            pid = None
+        if pid == 0:
+            try:
+                become(user)
+                os.kill(-1, signal.SIGKILL)
+            finally:
+                os._exit(0)
+        if pid is not None:
+            os.waitpid(pid, 0)
+        for left in owned_by(user[0]):
+            try:
+                os.kill(left, signal.SIGKILL)
+            except OSError:
+                pass
+
+
 def kill_group(pid):
     for target in (lambda: os.killpg(pid, signal.SIGKILL), lambda: os.kill(pid, signal.SIGKILL)):
         try:
@@ -188,14 +256,14 @@ def kill_group(pid):
             pass
 
 
-def fork_case(case, workdir):
+def fork_case(case, workdir, user):
     """Fork the child that calls one case: its pid and the read end of its result's pipe."""
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:
         try:
             os.close(read_end)
-            child(case, workdir, write_end)
+            child(case, workdir, write_end, user)
         finally:
             os._exit(70)
     os.close(write_end)
@@ -207,12 +275,14 @@ def fork_case(case, workdir):
 
 
 def read_result(pid, read_end, timeout, max_result):
-    """Read what the child writes until it has closed its pipe and exited, within
-    ``timeout`` seconds and ``max_result`` bytes: (the chunks read, its wait status if it
-    was reaped, the case's result when it went over either limit, else None)."""
+    """Read what the child writes until it has exited and its pipe is drained (or closed),
+    within ``timeout`` seconds and ``max_result`` bytes: (the chunks read, its wait status
+    if it was reaped, the case's result when it went over either limit, else None). A
+    process the call left holding the pipe open is not waited for: the child writes its
+    whole result before it exits."""
     deadline = time.monotonic() + timeout
     chunks, size, status, eof, outcome = [], 0, None, False, None
-    while not (eof and status is not None):
+    while not eof:
         if status is None:
             done, code = os.waitpid(pid, os.WNOHANG)
             if done:
@@ -221,10 +291,10 @@ def read_result(pid, read_end, timeout, max_result):
         if left <= 0:
             outcome = {"error": "timed out after %g s" % timeout}
             break
-        if eof:
-            time.sleep(min(left, 0.002))
-            continue
-        ready, _, _ = select.select([read_end], [], [], min(left, 0.05))
+        wait = 0 if status is not None else min(left, 0.05)
+        ready, _, _ = select.select([read_end], [], [], wait)
+        if not ready and status is not None:
+            break  # exited, and nothing more in the pipe
         if ready:
             data = os.read(read_end, 65536)
             if not data:
@@ -253,10 +323,10 @@ def parse_result(data, status):
     return {"error": "the call ended (exit status %s) without a result" % code}
 
 
-def run_case(case, workdir, max_result):
+def run_case(case, workdir, max_result, user):
     """Fork a child for one case; its result, or why there is none."""
     timeout = float(case.get("timeout", 10))
-    pid, read_end = fork_case(case, workdir)
+    pid, read_end = fork_case(case, workdir, user)
     chunks, status, outcome = read_result(pid, read_end, timeout, max_result)
     os.close(read_end)
     kill_group(pid)  # whatever the call left running in its group
@@ -265,6 +335,8 @@ def run_case(case, workdir, max_result):
             _, status = os.waitpid(pid, 0)
         except OSError:
             pass
+    if user is not None:
+        kill_user(user)  # and anywhere else
     if outcome is not None:
         return outcome
     return parse_result(b"".join(chunks), status)
@@ -272,6 +344,9 @@ def run_case(case, workdir, max_result):
 
 def main():
     workdir = sys.argv[1]
+    user = parse_user(sys.argv[2]) if len(sys.argv) > 2 else None
+    if user is not None and os.getuid() == user[0]:
+        user = None  # already the agent's user (or a root agent): nothing to drop
     for name in PRELOAD:
         try:
             importlib.import_module(name)
@@ -287,7 +362,7 @@ def main():
             result = {"error": "not run: the %g s for all cases ran out" % total}
         else:
             case["timeout"] = min(float(case.get("timeout", 10)), left)
-            result = run_case(case, workdir, max_result)
+            result = run_case(case, workdir, max_result, user)
         line = {"id": case["id"]}
         for key in ("value", "args", "raised", "message", "error"):
             if key in result:

@@ -28,6 +28,9 @@ AGENT_USER = "1000:1000"
 """The agent's user (``uid:gid``) unless a task asks for root."""
 AS_AGENT = f"python3 -I {CHECKERS}/as_agent.py"
 """How a check script runs one of the agent's programs: as the agent's user, no privileges."""
+STOP_AGENT = (CHECKERS_DIR / "stop_agent.py").read_text()
+"""``stop_agent.py``'s source, run as ``python3 -I -c`` with the host's copy: what stops the
+agent never comes from a file in the sandbox (a check could have changed it)."""
 CHECKER_CAPS = ("CHOWN", "DAC_OVERRIDE", "FOWNER", "KILL", "SETGID", "SETUID")
 """What the checker sandbox's root may do: lay out files, and drop to the agent's user."""
 MAX_REPORT = 8 << 20  # bytes of a report (JUnit, JSON, a file) the host will parse
@@ -61,9 +64,11 @@ class Workspace(BaseModel):
 
 
 class Run:
-    """One verification in a checker sandbox: lays the workspace down before each leaf
-    check (so no check sees what an earlier one's agent code left) and stops the agent's
-    processes after each."""
+    """One verification in a checker sandbox: lays out ``/agentenv`` (``hidden``: a tar of
+    the checkers and hidden tests, see :func:`agentenv.verify.run.hidden_files`) and the
+    workspace afresh before each leaf check, so no check sees what an earlier one's agent
+    code left, nor runs a checker or hidden test an earlier check could have changed; and
+    stops the agent's processes after each."""
 
     def __init__(
         self,
@@ -71,34 +76,61 @@ class Run:
         workspace: Workspace,
         tests: Path | None = None,
         prepared: Archive | None = None,
+        hidden: Archive | bytes | None = None,
     ):
         self.sandbox = sandbox
         self.ws = workspace
         self.tests = tests  # the task's hidden tests on the host (an outputs check's cases)
         self.prepared = prepared  # the workdir before the agent, when known (a tar)
+        self.hidden = hidden  # /agentenv as a tar, laid out anew before each leaf check
         self.leaves = 0
 
-    async def fresh_workspace(self) -> None:
-        """The agent's workspace as it handed it in, and nothing it left in /tmp or
-        /dev/shm (the only other places the agent's user can write)."""
-        await run_checked(self.sandbox, empty_workspace(self.ws), timeout=120)
+    async def lay_out(self) -> None:
+        """The agent's processes stopped, ``/agentenv`` laid out anew (when ``hidden`` is
+        given), and the workspace as the agent handed it in, with nothing it left in /tmp
+        or /dev/shm (the only other places the agent's user can write): one command and
+        one upload each. Nothing of ``/agentenv`` runs before it is laid out anew."""
+        steps = [stop_agent_command(self.ws.agent_user)] if self.stops() else []
+        if self.hidden is not None:
+            steps.append(f"mkdir -p {ROOT} && {clear(ROOT)} && chmod 0755 {ROOT}")
+        steps.append(empty_workspace(self.ws))
+        await run_checked(self.sandbox, " && ".join(steps), timeout=120)
+        if self.hidden is not None:
+            await self.sandbox.upload_tar(self.hidden, ROOT)
         await self.sandbox.upload_tar(self.ws.archive, self.ws.workdir)
+
+    def stops(self) -> bool:
+        """Whether the agent's processes can be told from the checker's (not for a root
+        agent: its leftovers cannot be told from ours; each check is fresh)."""
+        return self.ws.agent_user.split(":")[0] not in ("0", "root")
 
     async def stop_agent(self) -> None:
         """Kill every process of the agent's user; raise if one survives (fails loudly)."""
-        if self.ws.agent_user.split(":")[0] in ("0", "root"):
-            return  # a root agent's leftovers cannot be told from ours; each check is fresh
+        if not self.stops():
+            return
         r = await self.sandbox.exec(
-            ["python3", "-I", f"{CHECKERS}/stop_agent.py", self.ws.agent_user], timeout=60
+            ["python3", "-I", "-c", STOP_AGENT, self.ws.agent_user], timeout=60
         )
         if not r.ok:
             raise SandboxError(f"cannot stop the agent's processes: {(r.stdout + r.stderr)[-500:]}")
 
+    async def read_file(self, path: str) -> bytes | None:
+        """A file a check reads (:func:`read_capped`): relative to the workdir unless
+        absolute, and when it is in the workdir, never through a link leading out of it."""
+        full = in_workdir(self.ws.workdir, path)
+        wd = self.ws.workdir.rstrip("/")
+        ours = full == wd or full.startswith(wd + "/")
+        return await read_capped(self.sandbox, full, inside=self.ws.workdir if ours else None)
+
     async def before_leaf(self) -> None:
         self.leaves += 1
         if self.leaves > 1:
-            await self.stop_agent()
-            await self.fresh_workspace()
+            await self.lay_out()
+
+
+def stop_agent_command(agent_user: str) -> str:
+    """A shell command killing every process of ``agent_user`` (see :data:`STOP_AGENT`)."""
+    return f"python3 -I -c {shlex.quote(STOP_AGENT)} {shlex.quote(agent_user)}"
 
 
 def clear(*folders: str) -> str:
@@ -140,11 +172,17 @@ def result(
     )
 
 
-async def read_capped(sandbox: Sandbox, path: str, limit: int = MAX_REPORT) -> bytes | None:
+async def read_capped(
+    sandbox: Sandbox, path: str, limit: int = MAX_REPORT, *, inside: str | None = None
+) -> bytes | None:
     """A file's bytes, or ``None`` when it is missing, unreadable, not a regular file or
-    larger than ``limit`` (nothing the agent made can make the host read without bound)."""
+    larger than ``limit`` (nothing the agent made can make the host read without bound).
+    With ``inside`` (the workdir, for a file the agent made), also ``None`` when the path,
+    its links followed, leads out of that folder: a link the agent left never makes the
+    checker read a hidden test or a system file."""
     r = await sandbox.exec(
-        ["python3", "-I", f"{CHECKERS}/read_capped.py", path, str(limit)],
+        ["python3", "-I", f"{CHECKERS}/read_capped.py", path, str(limit)]
+        + ([inside] if inside is not None else []),
         timeout=60,
         max_output=limit + 1024,
     )

@@ -4,7 +4,6 @@ agent's own sandbox instead (:func:`in_agent_grader`)."""
 
 from __future__ import annotations
 
-import io
 import tarfile
 import time
 from collections.abc import Awaitable, Callable
@@ -22,9 +21,6 @@ from agentenv.verify.base import (
     TESTS,
     Run,
     Workspace,
-    clear,
-    empty_workspace,
-    run_checked,
 )
 from agentenv.verify.kinds import Check
 from agentenv.verify.kinds.outputs import without_cases
@@ -38,21 +34,10 @@ async def lay_out(
     workspace: Workspace,
     originals: Archive | None = None,
 ) -> None:
-    """Lay out a checker sandbox: ``/agentenv`` (root's, 0700 for the hidden tests) with the
-    checker programs and the hidden tests, ``originals`` (workdir files as they were before
-    the agent) in :data:`ORIGINAL`, and the agent's workspace in the workdir. A few
-    commands and archives, whatever the number of files."""
-    await run_checked(sandbox, f"mkdir -p {ROOT} && {clear(ROOT)}", timeout=60)
-    await sandbox.upload_tar(_checker_files(tests), ROOT)
-    await run_checked(
-        sandbox,
-        f"mkdir -p {OUT} {TESTS} {ORIGINAL} && chmod 0755 {ROOT} {CHECKERS}"
-        f" && chmod 0700 {TESTS} {OUT} {ORIGINAL} && {empty_workspace(workspace)}",
-        timeout=60,
-    )
-    if originals is not None:
-        await sandbox.upload_tar(originals, ORIGINAL)
-    await sandbox.upload_tar(workspace.archive, workspace.workdir)
+    """Lay out a checker sandbox: ``/agentenv`` (see :func:`hidden_files`) and the agent's
+    workspace in the workdir. One command and two archives, whatever the number of files
+    (:meth:`Run.lay_out`, which lays it out again before each leaf check)."""
+    await Run(sandbox, workspace, hidden=hidden_files(tests, originals)).lay_out()
 
 
 prepare = lay_out
@@ -75,23 +60,57 @@ def originals(prepared: Archive, keep: set[str]) -> Archive:
     return out
 
 
-def _checker_files(tests: Path | None) -> bytes:
-    """``verifiers/`` (our checkers) and ``tests/`` (the task's hidden tests) as one tar,
-    owned by root."""
+def hidden_files(tests: Path | None, originals: Archive | None = None) -> Archive:
+    """What ``/agentenv`` holds, as one tar owned by root: ``verifiers/`` (our checkers,
+    0755), ``tests/`` (the task's hidden tests, 0700), ``out/`` (0700) and ``original/``
+    (0700: ``originals``, workdir files as they were before the agent). Modes are in the
+    archive, so laying it out takes no command of its own; read-only to every uid but
+    root (nothing in it is writable but by root). Built once per verification, laid out
+    before every leaf check."""
 
-    def root(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
+    def owned(info: tarfile.TarInfo, top: str | None = None) -> tarfile.TarInfo | None:
         if "__pycache__" in info.name.split("/"):
             return None
         info.uid = info.gid = 0
         info.uname = info.gname = "root"
+        if info.name in _PRIVATE:
+            info.mode = 0o700
+        elif info.isdir() or info.mode & 0o111:
+            info.mode = 0o755
+        else:
+            info.mode = 0o644
         return info
 
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        tar.add(CHECKERS_DIR, arcname=CHECKERS.rsplit("/", 1)[1], filter=root)
+    def folder(name: str) -> tarfile.TarInfo:
+        info = tarfile.TarInfo(name)
+        info.type = tarfile.DIRTYPE
+        info.mtime = int(time.time())
+        return owned(info) or info
+
+    out = Archive.new()
+    with tarfile.open(out, mode="w") as tar:
+        tar.add(CHECKERS_DIR, arcname=_name(CHECKERS), filter=owned)
         if tests is not None and tests.is_dir():
-            tar.add(tests, arcname=TESTS.rsplit("/", 1)[1], filter=root)
-    return buf.getvalue()
+            tar.add(tests, arcname=_name(TESTS), filter=owned)
+        else:
+            tar.addfile(folder(_name(TESTS)))
+        tar.addfile(folder(_name(OUT)))
+        tar.addfile(folder(_name(ORIGINAL)))
+        if originals is not None:
+            with tarfile.open(originals, mode="r|") as src:
+                for member in src:
+                    member.name = f"{_name(ORIGINAL)}/{member.name}"
+                    if member.isfile():
+                        tar.addfile(owned(member) or member, src.extractfile(member))
+    return out
+
+
+def _name(path: str) -> str:
+    """A folder of ``/agentenv`` as named in :func:`hidden_files`'s archive."""
+    return path.removeprefix(f"{ROOT}/")
+
+
+_PRIVATE = {_name(TESTS), _name(OUT), _name(ORIGINAL)}  # root's alone: 0700
 
 
 async def verify(
@@ -108,12 +127,13 @@ async def verify(
     files from it, never from the agent's). Raises :class:`SandboxUnavailable` if the
     sandbox dies; any other failure to check is ``Score.error``."""
     started = time.monotonic()
-    run = Run(sandbox, workspace, tests, prepared)
     try:
         with without_cases(tests, check) as sandbox_tests:  # expected outputs stay here
             keep = set(check.kept())
             kept = originals(prepared, keep) if keep and prepared is not None else None
-            await lay_out(sandbox, sandbox_tests, workspace, kept)
+            hidden = hidden_files(sandbox_tests, kept)
+        run = Run(sandbox, workspace, tests, prepared=prepared, hidden=hidden)
+        await run.lay_out()
         result, leaves = await score_check(run, check)
         await run.stop_agent()
     except SandboxUnavailable:

@@ -6,7 +6,7 @@ import hashlib
 import re
 from typing import Literal
 
-from agentenv.verify.base import CheckBase, Run, in_workdir, read_capped, result
+from agentenv.verify.base import CheckBase, Run, result
 from agentenv.verify.registry import leaf_scorer
 from agentenv.verify.score import CheckResult
 
@@ -26,7 +26,7 @@ class FileCheck(CheckBase):
 @leaf_scorer("file")
 async def _file(run: Run, check: FileCheck) -> CheckResult:
     name = f"file {check.path}"
-    data = await read_capped(run.sandbox, in_workdir(run.ws.workdir, check.path))
+    data = await run.read_file(check.path)
     if data is None:
         return result(check, name, 0.0, "missing, unreadable, not a regular file or too big")
     if check.sha256 is not None and hashlib.sha256(data).hexdigest() != check.sha256.lower():

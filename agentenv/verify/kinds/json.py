@@ -8,10 +8,8 @@ from typing import Any, Literal
 from agentenv.verify.base import (
     CheckBase,
     Run,
-    in_workdir,
     is_subset,
     load_json,
-    read_capped,
     result,
 )
 from agentenv.verify.registry import leaf_scorer
@@ -31,7 +29,7 @@ class JsonCheck(CheckBase):
 @leaf_scorer("json")
 async def _json(run: Run, check: JsonCheck) -> CheckResult:
     name = f"json {check.path}"
-    data = await read_capped(run.sandbox, in_workdir(run.ws.workdir, check.path))
+    data = await run.read_file(check.path)
     if data is None:
         return result(check, name, 0.0, "missing, unreadable, not a regular file or too big")
     try:

@@ -259,14 +259,18 @@ async def _call_functions(
             for i, case in enumerate(cases)
         ],
     }
+    # as root, each case's child dropping to the agent's user: the agent's code can then
+    # neither stop the harness (holding the check until this timeout) nor outlive its case
+    drop = run.stops()
     r = await run.sandbox.exec(
-        ["python3", "-I", f"{CHECKERS}/call_function.py", ws.workdir],
+        ["python3", "-I", f"{CHECKERS}/call_function.py", ws.workdir]
+        + ([ws.agent_user] if drop else []),
         timeout=min(sum(timeouts), check.total_timeout_s) + 2.0 * len(cases) + 30,
         cwd=ws.workdir,
         env={"HOME": "/tmp"},
         stdin=json.dumps(request).encode(),
         max_output=min(len(cases) * (MAX_CASE_OUTPUT + 4096), MAX_HARNESS_OUTPUT),
-        user=ws.agent_user,
+        user=None if drop else ws.agent_user,
     )
     if r.exit_code in (126, 127):
         raise SandboxError(f"cannot run call_function.py: {(r.stdout + r.stderr)[-500:]}")

@@ -5,6 +5,8 @@ set -u
 MAIN=cdc35848ae47bffa33379ed65677a798d6121d4d
 FEATURE=0477ee506e912490595d95ea1a224537549306ec
 g() { $AS_AGENT git "$@"; }  # the agent's repo config and hooks never run as root
+# and root reads nothing in the workdir itself: git (an fsmonitor hook, say) may run the
+# agent's code, which could swap a file there for a link to a hidden one
 fail() { echo "FAIL: $*"; exit 1; }
 
 [ -d .git ] || fail "no .git in $(pwd)"
@@ -22,6 +24,6 @@ g grep -qE "$marker" HEAD -- . && fail "conflict markers committed"
 g grep -qE "$marker" -- . && fail "conflict markers in the working tree"
 g diff --quiet HEAD -- || fail "tracked files differ from the merge commit (uncommitted changes)"
 for word in mi ft lb C F K; do
-    grep -q "\`$word\`" README.md || fail "README.md does not list \`$word\`"
+    $AS_AGENT grep -q "\`$word\`" README.md || fail "README.md does not list \`$word\`"
 done
 echo "merge ok: $(g log --oneline -1)"

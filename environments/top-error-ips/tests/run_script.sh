@@ -13,10 +13,12 @@ for a in "$@"; do
     args+=("$a")
 done
 set -- "${args[@]}"
-got=$(cd /tmp && timeout 30 $AS_AGENT bash /workspace/top_ips.sh "$@" 2>/tmp/top_ips.err)
+# its stderr in a folder of root's: never a name in /tmp the agent's code could take first
+errors=$(mktemp -d)
+got=$(cd /tmp && timeout 30 $AS_AGENT bash /workspace/top_ips.sh "$@" 2>"$errors/err")
 status=$?
 if [ "$status" -ne 0 ]; then
-    echo "FAIL: exit status $status"; head -5 /tmp/top_ips.err; exit 1
+    echo "FAIL: exit status $status"; head -5 "$errors/err"; exit 1
 fi
 if [ "$got" != "$(cat "$expected")" ]; then
     echo "FAIL: output differs"; diff <(cat "$expected") <(printf '%s\n' "$got") | head -10; exit 1
