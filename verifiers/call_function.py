@@ -33,6 +33,13 @@ import signal
 import sys
 import time
 
+# our sibling (who the agent's processes are, killing them): its folder only while it loads,
+# so the agent's modules, found on sys.path later, are never shadowed by ours
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import stop_agent
+
+del sys.path[0]
+
 MAX_DEPTH = 64  # the host parses no deeper
 TAGS = ("$tuple", "$set", "$iter", "$bytes")
 # Standard modules loaded once here, before any fork, so that each case's child need not
@@ -202,46 +209,14 @@ def parse_user(text):
     return int(uid), int(gid or uid)
 
 
-def owned_by(uid):
-    """The pids of the processes with ``uid`` among their real, effective and saved uids (a
-    few in a checker sandbox: cheap to list). Read from ``status``, not the owner of
-    ``/proc/PID``, which is root for a process that made itself non-dumpable."""
-    found = []
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                with open("/proc/%s/status" % name) as f:
-                    for line in f:
-                        if line.startswith("State:") and line.split()[1] in ("Z", "X"):
-                            break  # a zombie runs nothing: its parent reaps it
-                        if line.startswith("Uid:"):
-                            if uid in [int(u) for u in line.split()[1:4]]:
-                                found.append(int(name))
-                            break
-            except (OSError, ValueError):
-                pass  # exited while we looked
-    return found
-
-
 def kill_user(user):
     """Kill every process of ``user`` (uid, gid): ``kill(-1)`` from a child that became that
     user signals all of them in one step, stopped ones included, which a forking process
     cannot outrun; then each one left, until none is (or a second has passed)."""
     deadline = time.monotonic() + 1.0
-    while owned_by(user[0]) and time.monotonic() < deadline:
-        try:
-            pid = os.fork()
-        except OSError:  # no process to spare (a fork bomb at the pids limit)
-            pid = None
-        if pid == 0:
-            try:
-                become(user)
-                os.kill(-1, signal.SIGKILL)
-            finally:
-                os._exit(0)
-        if pid is not None:
-            os.waitpid(pid, 0)
-        for left in owned_by(user[0]):
+    while stop_agent.owned_by(user[0]) and time.monotonic() < deadline:
+        stop_agent.kill_as(user[0], user[1])
+        for left in stop_agent.owned_by(user[0]):
             try:
                 os.kill(left, signal.SIGKILL)
             except OSError:
