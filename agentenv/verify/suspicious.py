@@ -9,6 +9,7 @@ the agent (``prepared``) are not looked at. Each finding is a sentence for
 from __future__ import annotations
 
 import ast
+import hashlib
 import tarfile
 import warnings
 from collections.abc import Iterator
@@ -16,7 +17,7 @@ from collections.abc import Iterator
 from agentenv.archive import Archive
 
 MAX_FILE = 1 << 20  # bytes of one file read; a larger one is not looked at
-MAX_TOTAL = 64 << 20  # bytes read in all
+MAX_TOTAL = 64 << 20  # bytes of changed files parsed in all
 MAX_FINDINGS = 10
 # substrings a file must contain to be parsed at all (most files are skipped unparsed)
 HINTS: tuple[bytes, ...] = (b"__eq__", b"__ne__", b"__hash__", b"_getframe", b"f_back")
@@ -42,40 +43,47 @@ CONFIGS = {
 
 def scan(workspace: Archive, prepared: Archive | None = None) -> list[str]:
     """Findings in the workspace's files that differ from ``prepared``'s (all of them
-    without it), at most :data:`MAX_FINDINGS`."""
-    before = _digests(prepared) if prepared is not None else {}
+    without it), at most :data:`MAX_FINDINGS`. A changed file the scan does not read (past
+    :data:`MAX_FILE`, or once :data:`MAX_TOTAL` is read) is a finding itself: padding must
+    not hide what comes after it."""
+    before = {name: digest for name, digest, _ in _files(prepared)} if prepared else {}
     found: list[str] = []
-    for name, data in _files(workspace):
-        if before.get(name) == data:
+    total = 0
+    for name, digest, data in _files(workspace):
+        if before.get(name) == digest:
             continue
-        found += _config(name, data) if _is_config(name) else []
-        if name.endswith(".py") and any(h in data for h in HINTS):
-            found += [f"{name}: {what}" for what in sorted(set(_python(data)))]
+        total += len(data or b"")
+        if data is None or total > MAX_TOTAL:
+            found.append(
+                f"{name}: not looked at (past the scan's {MAX_FILE >> 20} MiB a file, "
+                f"{MAX_TOTAL >> 20} MiB in all)"
+            )
+        else:
+            found += _config(name, data) if _is_config(name) else []
+            if name.endswith(".py") and any(h in data for h in HINTS):
+                found += [f"{name}: {what}" for what in sorted(set(_python(data)))]
         if len(found) >= MAX_FINDINGS:
             break
     return found[:MAX_FINDINGS]
 
 
-def _files(archive: Archive) -> Iterator[tuple[str, bytes]]:
-    """The regular files of a tar worth reading (.py and pytest configuration), within the
-    size bounds; read as the archive streams."""
-    total = 0
+def _files(archive: Archive) -> Iterator[tuple[str, bytes, bytes | None]]:
+    """The regular files of a tar worth reading (.py and pytest configuration): name, a
+    digest of the contents, and the contents when at most :data:`MAX_FILE` (else ``None``);
+    read as the archive streams, a chunk at a time."""
     with tarfile.open(archive, mode="r|") as tar:
         for member in tar:
             name = member.name.removeprefix("./")
-            wanted = name.endswith(".py") or _is_config(name)
-            if not member.isfile() or not wanted or member.size > MAX_FILE:
+            f = tar.extractfile(member) if member.isfile() else None
+            if f is None or not (name.endswith(".py") or _is_config(name)):
                 continue
-            total += member.size
-            if total > MAX_TOTAL:
-                return
-            f = tar.extractfile(member)
-            if f is not None:
-                yield name, f.read()
-
-
-def _digests(archive: Archive) -> dict[str, bytes]:
-    return dict(_files(archive))
+            digest, kept = hashlib.sha256(), member.size <= MAX_FILE
+            chunks = []
+            while chunk := f.read(1 << 20):
+                digest.update(chunk)
+                if kept:
+                    chunks.append(chunk)
+            yield name, digest.digest(), b"".join(chunks) if kept else None
 
 
 def _is_config(name: str) -> bool:
