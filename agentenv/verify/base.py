@@ -5,6 +5,7 @@ sandbox produced."""
 
 from __future__ import annotations
 
+import functools
 import json
 import shlex
 from pathlib import Path
@@ -28,14 +29,19 @@ AGENT_USER = "1000:1000"
 """The agent's user (``uid:gid``) unless a task asks for root."""
 AS_AGENT = f"python3 -I {CHECKERS}/as_agent.py"
 """How a check script runs one of the agent's programs: as the agent's user, no privileges."""
-STOP_AGENT = (CHECKERS_DIR / "stop_agent.py").read_text()
-"""``stop_agent.py``'s source, run as ``python3 -I -c`` with the host's copy: what stops the
-agent never comes from a file in the sandbox (a check could have changed it)."""
 CHECKER_CAPS = ("CHOWN", "DAC_OVERRIDE", "FOWNER", "KILL", "SETGID", "SETUID")
 """What the checker sandbox's root may do: lay out files, and drop to the agent's user."""
 MAX_REPORT = 8 << 20  # bytes of a report (JUnit, JSON, a file) the host will parse
 MAX_DEPTH = 64  # nesting a JSON value may have
 PYTEST_CONFIGS = ("pytest.ini", ".pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml")
+
+
+@functools.cache
+def stop_agent_source() -> str:
+    """``stop_agent.py``'s source, run as ``python3 -I -c`` with the host's copy: what stops
+    the agent never comes from a file in the sandbox (a check could have changed it). Read
+    when first needed, not when agentenv is imported."""
+    return (CHECKERS_DIR / "stop_agent.py").read_text()
 
 
 class CheckBase(BaseModel):
@@ -109,7 +115,7 @@ class Run:
         if not self.stops():
             return
         r = await self.sandbox.exec(
-            ["python3", "-I", "-c", STOP_AGENT, self.ws.agent_user], timeout=60
+            ["python3", "-I", "-c", stop_agent_source(), self.ws.agent_user], timeout=60
         )
         if not r.ok:
             raise SandboxError(f"cannot stop the agent's processes: {(r.stdout + r.stderr)[-500:]}")
@@ -129,8 +135,8 @@ class Run:
 
 
 def stop_agent_command(agent_user: str) -> str:
-    """A shell command killing every process of ``agent_user`` (see :data:`STOP_AGENT`)."""
-    return f"python3 -I -c {shlex.quote(STOP_AGENT)} {shlex.quote(agent_user)}"
+    """A shell command killing every process of ``agent_user`` (see :func:`stop_agent_source`)."""
+    return f"python3 -I -c {shlex.quote(stop_agent_source())} {shlex.quote(agent_user)}"
 
 
 def clear(*folders: str) -> str:
