@@ -375,7 +375,8 @@ async def verify_final(
     """Score the agent's final workspace in a new checker sandbox (``None`` without a
     verifier), the one made ``ahead`` if given. A check that cannot run on it but runs on
     the clean prepared state is the agent's failure: reward 0, with the reason in the
-    checks."""
+    checks. A checker sandbox lost under the final state is tried once more in a new one
+    first (engine restarts kill checkers too)."""
     task = prepared.task
     if task.verifier is None:
         return None
@@ -394,8 +395,19 @@ async def verify_final(
         why = score.error
     except EngineUnavailable:
         raise  # the host's trouble, not the agent's
-    except SandboxUnavailable as e:  # the checker sandbox died under the agent's code
+    except SandboxUnavailable as e:
         why, score = str(e), None
+    if score is None:
+        # A checker lost may be the host's doing (an engine restarted under it, a sandbox
+        # killed from outside): the agent is blamed only if its final state loses a second,
+        # fresh checker too and the prepared state then verifies.
+        try:
+            score = await _verify_in(image, prepared, final.workspace)
+            if score.error is None:
+                return score
+            why = score.error
+        except SandboxUnavailable as e:
+            why, score = str(e), None
     try:
         clean = await _verify_in(prepared.image, prepared, prepared.workspace)
     except SandboxUnavailable:
