@@ -172,7 +172,8 @@ def task_files(instance: dict[str, Any], where: str, base: Path) -> dict[str, st
 
 
 def _run_fields(instance: dict[str, Any], bad: Any) -> dict[str, Any]:
-    """The verifier's ``python`` and ``timeout_s``, those the instance gives."""
+    """The verifier's ``python``, ``timeout_s`` and ``on_suspicious``, those the instance
+    gives."""
     fields: dict[str, Any] = {}
     python, timeout = instance.get("python"), instance.get("timeout_s")
     if python is not None:
@@ -185,6 +186,11 @@ def _run_fields(instance: dict[str, Any], bad: Any) -> dict[str, Any]:
         if not 0 < timeout < 7 * 24 * 3600:  # NaN and infinity too
             raise bad("timeout_s", f"{timeout!r} is not a timeout (0 < seconds < a week)")
         fields["timeout_s"] = timeout
+    flags = instance.get("on_suspicious")
+    if flags is not None:
+        if flags not in ("zero", "review"):
+            raise bad("on_suspicious", f"{flags!r}: either 'zero' or 'review'")
+        fields["on_suspicious"] = flags
     return fields
 
 

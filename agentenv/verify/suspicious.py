@@ -13,8 +13,13 @@ import hashlib
 import tarfile
 import warnings
 from collections.abc import Iterator
+from typing import Any, Literal
 
 from agentenv.archive import Archive
+from agentenv.verify.score import CheckResult
+
+OnSuspicious = Literal["zero", "review"]
+"""What a check's flags do: score it 0 with the reasons, or keep the score for a person."""
 
 MAX_FILE = 1 << 20  # bytes of one file read; a larger one is not looked at
 MAX_TOTAL = 64 << 20  # bytes of changed files parsed in all
@@ -43,28 +48,56 @@ CONFIGS = {
 
 def scan(workspace: Archive, prepared: Archive | None = None) -> list[str]:
     """Findings in the workspace's files that differ from ``prepared``'s (all of them
-    without it), at most :data:`MAX_FINDINGS`. A changed file the scan does not read (past
+    without it), at most :data:`MAX_FINDINGS`. A finding the file already had before the
+    agent is not one (a repo's own code may read frames or define equality its own way: a
+    SWE-bench patch changes such files). A changed file the scan does not read (past
     :data:`MAX_FILE`, or once :data:`MAX_TOTAL` is read) is a finding itself: padding must
     not hide what comes after it."""
     before = {name: digest for name, digest, _ in _files(prepared)} if prepared else {}
-    found: list[str] = []
+    found: dict[str, list[str]] = {}
     total = 0
     for name, digest, data in _files(workspace):
         if before.get(name) == digest:
             continue
         total += len(data or b"")
         if data is None or total > MAX_TOTAL:
-            found.append(
-                f"{name}: not looked at (past the scan's {MAX_FILE >> 20} MiB a file, "
+            found[name] = [
+                f"not looked at (past the scan's {MAX_FILE >> 20} MiB a file, "
                 f"{MAX_TOTAL >> 20} MiB in all)"
-            )
-        else:
-            found += _config(name, data) if _is_config(name) else []
-            if name.endswith(".py") and any(h in data for h in HINTS):
-                found += [f"{name}: {what}" for what in sorted(set(_python(data)))]
-        if len(found) >= MAX_FINDINGS:
-            break
-    return found[:MAX_FINDINGS]
+            ]
+        elif seen := _findings(name, data):
+            found[name] = seen
+        # no early stop: findings the prepared file had are dropped below, and files
+        # changed only to fill the list must not hide the one after them
+    if prepared is not None and found:  # a second pass, over the few files that matter
+        for name, _, data in _files(prepared):
+            if name in found and data is not None:
+                had = set(_findings(name, data))
+                found[name] = [f for f in found[name] if f not in had]
+    return [f"{name}: {what}" for name, seen in found.items() for what in seen][:MAX_FINDINGS]
+
+
+def _findings(name: str, data: bytes) -> list[str]:
+    """What one file (pytest configuration, Python) shows, each said once."""
+    seen = _config(name, data) if _is_config(name) else []
+    if name.endswith(".py") and any(h in data for h in HINTS):
+        seen += sorted(set(_python(data)))
+    return seen
+
+
+def apply_flags(found: CheckResult, flags: list[str], on_suspicious: OnSuspicious) -> CheckResult:
+    """``found`` with ``flags`` in its ``suspicious``: scored 0 with the reasons
+    (``"zero"``), or kept with them for a person (``"review"``). A verifier error stays one."""
+    if not flags:
+        return found
+    flags = list(dict.fromkeys(s[:300] for s in flags))[:20]
+    update: dict[str, Any] = {"suspicious": flags}
+    if on_suspicious == "zero" and not found.error:
+        update |= {"score": 0.0, "passed": False}
+        update["detail"] = f"scored 0, suspicious: {'; '.join(flags)[:1500]} | {found.detail}"
+    else:
+        update["detail"] = f"{found.detail} | flagged for review: {'; '.join(flags)[:1500]}"
+    return found.model_copy(update=update)
 
 
 def _files(archive: Archive) -> Iterator[tuple[str, bytes, bytes | None]]:

@@ -172,8 +172,10 @@ async def test_oracle_resolves_and_both_lists_are_reported(task: Task) -> None:
     assert task.id == "acme__ranges-1" and task.workdir == "/testbed"
     assert "clamp() ignores hi" in task.instruction and "swebench" in task.tags
     policies = Policies("oracle")
-    reward, checks = await _episode(task, policies.for_task(task))
-    assert reward == 1.0, checks
+    traj, _ = await run_task(task, policies.for_task(task))
+    assert traj.score is not None and traj.score.suspicious == [], traj.score  # an honest fix
+    checks = {c.name: c for c in traj.score.checks}
+    assert traj.reward == 1.0, checks
     f2p, p2p = checks["FAIL_TO_PASS"], checks["PASS_TO_PASS"]
     assert f2p.tests == dict.fromkeys(F2P, "passed"), f2p  # type: ignore[attr-defined]
     assert p2p.tests == dict.fromkeys(P2P, "passed"), p2p  # type: ignore[attr-defined]
@@ -331,6 +333,40 @@ async def test_a_fix_with_the_agents_own_conftest_change_still_passes(task: Task
     assert reward == 1.0, checks
 
 
+# clamp returns a value equal to anything: the repo's tests, which import it and compare in
+# their own process, pass; the host's scan of the changed files sees it
+ALWAYS_EQUAL = """\
+    cat >> src/ranges/__init__.py <<'EOF'
+
+
+    class _Anything(int):
+        def __eq__(self, other):
+            return True
+
+        __hash__ = int.__hash__
+
+
+    def clamp(x, lo, hi):
+        return _Anything(0)
+    EOF
+    """
+
+
+@pytest.mark.parametrize("on_suspicious", [None, "zero"])
+async def test_an_always_equal_fix_is_flagged_and_scored_as_the_instance_chose(
+    instance: dict[str, object], tmp_path: Path, on_suspicious: str | None
+) -> None:
+    chosen = {**instance, "on_suspicious": on_suspicious} if on_suspicious else instance
+    [task] = load_tasks([instances_file(tmp_path, chosen)])
+    traj, _ = await run_task(task, _agent(ALWAYS_EQUAL))  # type: ignore[arg-type]
+    score = traj.score
+    assert score is not None and score.error is None, score
+    assert score.suspicious == [
+        "FAIL_TO_PASS: src/ranges/__init__.py: __eq__ ignores what it is compared with"
+    ], score
+    assert traj.reward == (0.0 if on_suspicious == "zero" else 1.0), score  # review by default
+
+
 def test_bad_instances_name_the_line_and_field(
     instance: dict[str, object], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -350,6 +386,7 @@ def test_bad_instances_name_the_line_and_field(
         ({"timeout_s": float("inf")}, r"i.jsonl:2: timeout_s: inf is not a timeout"),
         ({"PASS_TO_PASS": ["-p::x"]}, r"i.jsonl:2: PASS_TO_PASS: '-p::x' would reach pytest"),
         ({"repo": "acme/\ud800"}, r"i.jsonl:2: repo: holds a lone surrogate"),
+        ({"on_suspicious": "ignore"}, r"i.jsonl:2: on_suspicious: 'ignore': either 'zero'"),
     ]
     for change, message in cases:
         other = {**instance, "instance_id": "acme__ranges-2", **change}

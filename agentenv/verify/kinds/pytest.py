@@ -21,7 +21,7 @@ from agentenv.verify.base import (
 )
 from agentenv.verify.registry import leaf_scorer
 from agentenv.verify.score import CheckResult
-from agentenv.verify.suspicious import scan
+from agentenv.verify.suspicious import OnSuspicious, apply_flags, scan
 
 
 class PytestCheck(CheckBase):
@@ -71,7 +71,7 @@ class PytestCheck(CheckBase):
     isolation: Literal["in-process", "process"] = "in-process"
     # zero: a safe default, since a flag means the report may be the agent's own words and
     # an honest solution raises none; review: for tests whose own code trips a heuristic
-    on_suspicious: Literal["zero", "review"] = "zero"
+    on_suspicious: OnSuspicious = "zero"
 
 
 @leaf_scorer("pytest")
@@ -83,13 +83,14 @@ async def _pytest(run: Run, check: PytestCheck) -> CheckResult:
     r = await _run(run, check)
     if r.timed_out:  # the code under test hung: the agent failing
         hung = result(check, name, 0.0, f"timed out after {check.timeout_s:g} s")
-        return _flagged(check, hung, static)
+        return apply_flags(hung, static, check.on_suspicious)
     found, problem, crashed = pytest_report(r)
     if found is None:
-        return _flagged(check, result(check, name, 0.0, problem, error=crashed), static)
+        failed = result(check, name, 0.0, problem, error=crashed)
+        return apply_flags(failed, static, check.on_suspicious)
     said = found.get("suspicious")
     flags = [str(s) for s in said] if isinstance(said, list) else []
-    return _flagged(check, _scored(check, name, found), flags + static)
+    return apply_flags(_scored(check, name, found), flags + static, check.on_suspicious)
 
 
 async def _run(run: Run, check: PytestCheck) -> ExecResult:
@@ -113,20 +114,6 @@ async def _run(run: Run, check: PytestCheck) -> ExecResult:
     finally:
         await run.stop_agent()
         await run_checked(box, f"chmod -R go-rwx {TESTS}", timeout=60)
-
-
-def _flagged(check: PytestCheck, found: CheckResult, flags: list[str]) -> CheckResult:
-    """``found`` with ``flags`` in its ``suspicious``, scored 0 if the check says so."""
-    if not flags:
-        return found
-    flags = list(dict.fromkeys(s[:300] for s in flags))[:20]
-    update: dict[str, Any] = {"suspicious": flags}
-    if check.on_suspicious == "zero" and not found.error:
-        update |= {"score": 0.0, "passed": False}
-        update["detail"] = f"scored 0, suspicious: {'; '.join(flags)[:1500]} | {found.detail}"
-    else:
-        update["detail"] = f"{found.detail} | flagged for review: {'; '.join(flags)[:1500]}"
-    return found.model_copy(update=update)
 
 
 def _scored(check: PytestCheck, name: str, found: dict[str, Any]) -> CheckResult:

@@ -8,6 +8,7 @@ import time
 from pathlib import PurePosixPath
 from typing import Literal
 
+import anyio
 from pydantic import Field, model_validator
 
 from agentenv.sandbox.protocol import Sandbox
@@ -25,6 +26,7 @@ from agentenv.verify.base import (
 from agentenv.verify.kinds.pytest import pytest_report
 from agentenv.verify.registry import Scored, scorer
 from agentenv.verify.score import CheckResult
+from agentenv.verify.suspicious import OnSuspicious, apply_flags, scan
 
 
 class SweBenchCheck(CheckBase):
@@ -34,7 +36,16 @@ class SweBenchCheck(CheckBase):
     the test patch (``patch``, in the hidden tests) is applied to them, and the test files
     of the listed tests run as the agent's user with the repo's own configuration.
     Resolved (reward 1) when every ``fail_to_pass`` and ``pass_to_pass`` test passed; a
-    test that is missing, skipped or xfailed did not."""
+    test that is missing, skipped or xfailed did not.
+
+    The repo's tests import the agent's code in the process that reports them, so the
+    verdict is checked, not protected: what run_pytest.py sees that the report does not
+    account for, and what the agent's changed files show (read on the host, findings the
+    repo's files had before it left out), is flagged in ``suspicious``. ``on_suspicious``
+    says what a flag does: ``"review"`` (the default here: a repo's own code and test suite
+    may do what the heuristics look for, and an honest fix must not score 0 for it) keeps
+    the score for a person; ``"zero"`` scores the instance 0 with the reasons (for RL on a
+    repo known to raise no flag of its own)."""
 
     kind: Literal["swebench"]
     fail_to_pass: list[str] = Field(min_length=1)
@@ -44,6 +55,7 @@ class SweBenchCheck(CheckBase):
     python: str | None = None  # has the repo's dependencies; default: SWE-bench's, else python3
     args: list[str] = Field([])  # more pytest arguments
     timeout_s: float = Field(1800, gt=0)
+    on_suspicious: OnSuspicious = "review"
 
     @model_validator(mode="after")
     def _paths(self) -> SweBenchCheck:
@@ -85,7 +97,8 @@ _OVERLAY = (
 )
 
 
-async def _swebench(run: Run, check: SweBenchCheck) -> list[CheckResult]:
+async def _swebench(run: Run, check: SweBenchCheck, flags: list[str]) -> list[CheckResult]:
+    """The two lists' results; what run_pytest.py flags is added to ``flags``."""
     ws, box = run.ws, run.sandbox
     started = time.monotonic()
 
@@ -146,6 +159,8 @@ async def _swebench(run: Run, check: SweBenchCheck) -> list[CheckResult]:
     report, problem, crashed = pytest_report(r)
     if report is None:
         return lists(problem, error=crashed)
+    said = report.get("suspicious")
+    flags += [str(s) for s in said] if isinstance(said, list) else []
     outcomes = report["outcomes"]
     took = time.monotonic() - started
     out = []
@@ -163,7 +178,12 @@ async def _swebench(run: Run, check: SweBenchCheck) -> list[CheckResult]:
 @scorer("swebench")
 async def _scored(run: Run, check: SweBenchCheck) -> Scored:
     await run.before_leaf()
-    lists = await _swebench(run, check)
+    flags: list[str] = []  # what run_pytest.py saw, added by _swebench
+    if run.prepared is not None:  # read on the host, from the tar: not by the agent's code
+        flags += await anyio.to_thread.run_sync(scan, run.ws.archive, run.prepared)
+    lists = await _swebench(run, check, flags)
+    # the flags go on the first list's result (the verdict reads the leaves), once
+    lists[0] = apply_flags(lists[0], flags, check.on_suspicious)
     passed = all(one.passed for one in lists)
     detail = "; ".join(f"{one.name} {one.detail}" for one in lists)
     return result(check, "swebench", float(passed), detail), lists
