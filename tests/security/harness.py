@@ -18,7 +18,7 @@ import json
 import os
 import time
 import traceback
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -260,8 +260,27 @@ class Battery:
         assert traj.reward is not None
         return traj.reward
 
+    def tally(self) -> str:
+        """One line for a note: scenarios run, and how many raised a reward above the null
+        policy's, ended in an error (infrastructure or verifier) or were flagged."""
+        raised = errored = flagged = 0
+        for name in self.results.keys() | self.errors.keys():
+            episodes = list(_episodes(self.results.get(name)))
+            if name in self.errors or any(e is None for e, _ in episodes):
+                errored += 1
+                continue
+            facts = list(_facts(episodes))
+            nulls = {t: n.reward or 0.0 for t, n in self.nulls.items()}
+            raised += any(r is not None and r > nulls.get(t, 0.0) for t, r, _ in facts)
+            flagged += any(flags for *_, flags in facts)
+        total = len(self.results.keys() | self.errors.keys())
+        return (
+            f"{total} attack scenarios: {raised} raised the reward above the null policy's, "
+            f"{errored} ended in an error, {flagged} flagged"
+        )
+
     def summary(self) -> str:
-        lines = []
+        lines = [self.tally()]
         for name in sorted(self.results.keys() | self.errors.keys()):
             lines.append(f"== {name} ({self.seconds.get(name, 0):.1f} s)")
             if name in self.errors:
@@ -344,6 +363,27 @@ def describe(traj: Trajectory) -> str:
             if r.name == "bash":
                 parts.append(f"  bash output: {r.output[-600:]!r}")
     return "\n".join(parts)
+
+
+def _episodes(found: Any) -> Iterator[tuple[Any, Any]]:
+    """Each episode in a scenario's result: (its score, or None for an errored episode;
+    the trajectory or result itself)."""
+    if isinstance(found, Trajectory):
+        graded = found.error is None and found.score is not None and found.score.error is None
+        yield (found.score if graded else None), found
+    elif isinstance(found, dict):
+        for v in found.values():
+            yield from _episodes(v)
+    elif isinstance(found, list | tuple):
+        for v in found:
+            yield from _episodes(v)
+    elif hasattr(found, "outcome"):  # an eval result
+        yield (found.score if found.outcome == "graded" else None), found
+
+
+def _facts(episodes: list[tuple[Any, Any]]) -> Iterator[tuple[str, float | None, list[str]]]:
+    for score, one in episodes:
+        yield str(getattr(one, "task_id", "")), score.reward, list(score.suspicious)
 
 
 def _describe_any(found: Any, label: str = "") -> list[str]:
