@@ -180,7 +180,30 @@ class PrivateEngine:
                 if ids:
                     self.docker("rm", "--force", *ids, check=False)
         self.kill(signal.SIGTERM)
+        _kill_shims(self.root)
         if self._mounted:
             subprocess.run(["umount", "--lazy", str(self.data)], check=False)
             self._mounted = False
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _kill_shims(root: Path) -> None:
+    """Kill the containerd shims of this engine that outlived it, and what they hold (a
+    container killed mid-creation leaves its shim and a ``runc init`` behind: the engine
+    restarted never learns of it, so ``rm --force`` cannot reach it)."""
+    address = f"-address {root}/"
+    shims, children = set(), []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            args = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            ppid = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue  # gone meanwhile
+        if "containerd-shim" in args and address in args:
+            shims.add(int(proc.name))
+        children.append((int(proc.name), ppid))
+    for pid in [pid for pid, ppid in children if ppid in shims] + sorted(shims):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
