@@ -69,6 +69,42 @@ def test_rl_rollout_kill_everything(battery: Battery) -> None:
     assert traj.reward == battery.null_reward("duration-parser"), describe(traj)
 
 
+# memory exhausted in the agent's own sandbox, by a process left running while its tool
+# call hogs too, and by the agent's code when the check runs it (its first case): the
+# kernel kills the hogs, never the sandbox, and the episode is graded (0, not None)
+MEMORY_HOG = """#!/bin/bash
+python3 -c 'x = []
+while True: x.append(b"x" * (64 << 20))' &
+python3 -c 'x = []
+while True: x.append(b"y" * (64 << 20))'
+cat > durations.py <<'PY'
+import os
+
+if os.path.exists("hog"):  # once: the check's first case (each case is a process)
+    os.remove("hog")
+    x = []
+    while True:
+        x.append(b"z" * (64 << 20))
+PY
+touch hog
+echo still here
+"""
+
+
+@scenario("test_rl_rollout_memory_exhausted", "duration-parser")
+async def _rollout_memory(tmp: Path) -> Trajectory:
+    small = task("duration-parser").model_copy(update={"memory": 256 << 20})
+    return await agentenv.rollout(small, cheat_policy(MEMORY_HOG, tmp))
+
+
+def test_rl_rollout_memory_exhausted(battery: Battery) -> None:
+    traj = battery.result("test_rl_rollout_memory_exhausted")
+    assert_graded(traj, "rollout")
+    assert traj.reward == battery.null_reward("duration-parser"), describe(traj)
+    outputs = [r.output for t in traj.turns for r in t.tool_results]
+    assert any("still here" in out for out in outputs), describe(traj)  # outlived its hogs
+
+
 # -- rollout_group -------------------------------------------------------------------------
 
 
