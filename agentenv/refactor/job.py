@@ -29,6 +29,7 @@ from pydantic import BaseModel, Field
 from agentenv import scratch
 from agentenv.agent.loop import run_episode
 from agentenv.agent.trajectory import Limits, Spend, Trajectory
+from agentenv.errors import JobStopped
 from agentenv.log import get_logger
 from agentenv.refactor.repos import (
     BranchMade,
@@ -410,7 +411,11 @@ async def run_refactor(
     ``retry_errors``: run again the repos whose last result is an ``error`` (what they
     spent before stays counted, in their new line). ``redo_changed``: when the repos whose
     settings changed are all that differs, drop their results and run them again (see
-    ``check_config``). Every sandbox is ``backend``'s (the default one for ``None``)."""
+    ``check_config``). Every sandbox is ``backend``'s (the default one for ``None``).
+
+    Raises :class:`JobStopped` (resumable) when the model endpoint stops answering mid-job:
+    the repos it cut off and those not started have no line, so running the job again
+    runs them."""
     config = refactor_config(repos, instruction, model, limits)
     # a missing key fails here, before the folder is touched
     policies = Policies(model, command_timeout_s=command_timeout_s)
@@ -429,7 +434,9 @@ async def run_refactor(
     errored = {name: r for name, r in done.items() if retry_errors and r.outcome == "error"}
     done = {name: r for name, r in done.items() if name not in errored}
 
-    async def one(entry: RepoEntry) -> None:
+    stopped: list[JobStopped] = []
+
+    async def one(entry: RepoEntry, scope: anyio.CancelScope) -> None:
         async with limiter:
             if budget is not None and not await budget.admit():
                 return
@@ -442,6 +449,13 @@ async def run_refactor(
                 test_timeout_s=test_timeout_s,
                 backend=backend,
             )
+        down = policies.down() if (result.error or "").startswith("endpoint_down") else None
+        if down is not None:
+            # nobody answers: every repo would wait out its retries alike. No line for this
+            # one and none started after it (a resume runs them), as an eval job stops
+            stopped.append(JobStopped(f"the model endpoint {down}", resumable=True))
+            scope.cancel()
+            return
         new_usd = result.cost_usd  # what this run spent (the earlier runs are counted)
         result = with_earlier_spend(result, errored.get(entry.name))
         append_line(out / REPORT, result)
@@ -456,13 +470,15 @@ async def run_refactor(
         async with recycling(), anyio.create_task_group() as tg:
             for entry in repos:
                 if entry.name not in done:
-                    tg.start_soon(one, entry)
+                    tg.start_soon(one, entry, tg.cancel_scope)
     finally:
         await policies.aclose()
     last = {**errored, **done}  # a repo to run again but not run (the budget) is as it was
     results = [last[r.name] for r in repos if r.name in last]
     write_atomic(out / "summary.md", summary_markdown(results, model, instruction).encode())
     write_atomic(out / "summary.json", json.dumps(summary_json(results), indent=1).encode())
+    if stopped:
+        raise stopped[0]
     return results
 
 

@@ -71,10 +71,11 @@ class Policies:
         one is skipped from now on, so that episodes start on the fallback if there is one."""
         return [] if self.router is None else await self.router.probe(timeout_s=timeout_s)
 
-    def down(self, task: Task) -> str | None:
-        """Why no endpoint that ``task`` may use answers, when that is so (see
-        :meth:`Router.down`): the job should stop rather than start more episodes."""
-        return None if self.router is None else self.router.down(task.tags)
+    def down(self, task: Task | None = None) -> str | None:
+        """Why no endpoint that ``task`` (any task, without one) may use answers, when that
+        is so (see :meth:`Router.down`): the job should stop rather than start more
+        episodes."""
+        return None if self.router is None else self.router.down(task.tags if task else [])
 
     def failed_requests(self) -> int:
         """Model requests that failed so far (retried or not), over every endpoint."""

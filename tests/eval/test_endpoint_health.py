@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agentenv.testing import K3Server
+from agentenv.testing import K3Server, ScriptedToolCall, ScriptedTurn
 from tests.faults.scenario import make_tasks, three_turns, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -110,3 +110,57 @@ def test_a_refactor_against_a_dead_endpoint_stops_before_any_repo(tmp_path: Path
     assert url in said and "none ran" in said and "Traceback" not in said
     assert not (tmp_path / "job" / "report.jsonl").exists()
     print(f"stopped in {time.monotonic() - started:.1f} s")
+
+
+def _rename(body: dict[str, Any]) -> ScriptedTurn:
+    """A model that renames fetch_json in two turns: a codemod, then submit."""
+    done = sum(1 for m in body["messages"] if m["role"] == "assistant")
+    command = "sleep 0.5; git grep -lz fetch_json | xargs -0 -r sed -i 's/fetch_json/get_json/g'"
+    call = (
+        ScriptedToolCall(name="bash", arguments=json.dumps({"command": command}))
+        if done == 0
+        else ScriptedToolCall(name="submit", arguments="{}")
+    )
+    return ScriptedTurn(reasoning=f"Step {done}.", tool_calls=[call])
+
+
+def test_a_refactor_whose_endpoint_dies_mid_job_stops_and_a_resume_finishes_it(
+    tmp_path: Path,
+) -> None:
+    repos = tmp_path / "repos"
+    subprocess.run(
+        [sys.executable, str(ROOT / "examples/refactor/build_repos.py"), str(repos)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    port = _free_port()
+    job = tmp_path / "job"
+    argv = [sys.executable, "-m", "agentenv", "refactor", "--repos", str(repos),
+            "--instruction", "Rename fetch_json to get_json.", "--concurrency", "1",
+            "--model", f"http://127.0.0.1:{port}/v1", "--out", str(job)]  # fmt: skip
+    report = job / "report.jsonl"
+
+    def names() -> list[str]:
+        text = report.read_text() if report.exists() else ""
+        return [json.loads(line)["repo"] for line in text.splitlines() if line.strip()]
+
+    server = K3Server(_rename, ttft_s=0.3, port=port).__enter__()
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_until(lambda: len(names()) >= 1, what="one repo done", timeout=180)
+    finally:
+        server.__exit__(None, None, None)  # the endpoint dies with a repo in flight
+    out, err = proc.communicate(timeout=240)
+    said = " ".join((out + err).split())
+    assert proc.returncode == 4, said[-3000:]
+    assert f"127.0.0.1:{port}" in said and "Traceback" not in said
+    first = names()
+    assert 1 <= len(first) < 4, first
+    assert not any(
+        "endpoint_down" in str(json.loads(line).get("error"))
+        for line in report.read_text().splitlines()
+    )  # a repo the dead endpoint cut off has no line: the resume runs it
+
+    with K3Server(_rename, ttft_s=0.0, port=port):
+        again = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert sorted(names()) == sorted({*first, *names()}) and len(names()) == 4, names()
