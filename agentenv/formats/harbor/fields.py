@@ -1,0 +1,229 @@
+"""A Harbor task.toml (schema 1.0 to 1.4) → the fields of an agentenv
+:class:`~agentenv.tasks.Task`: each Harbor field honoured here, or refused
+(:mod:`.refused`), or an unknown key refused (:mod:`.schema`); ``docs/harbor.md`` has the
+table."""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+from agentenv.agent.trajectory import Limits
+from agentenv.formats.harbor import dockerfile as dockerfiles
+from agentenv.formats.harbor.envvars import resolve
+from agentenv.formats.harbor.refused import Bad, refusals
+from agentenv.formats.harbor.schema import SCHEMA_VERSIONS, unknown_keys
+from agentenv.problems import Problem, Problems
+from agentenv.sandbox.spec import parse_size
+
+_MIB = 1 << 20
+_NETWORK_MODES = ("public", "no-network", "allowlist")
+
+HARBOR_FIELDS = {
+    "cpus": "environment.cpus",
+    "memory": "environment.memory_mb",
+    "disk": "environment.storage_mb",
+    "image": "environment.docker_image",
+    "workdir": "environment.workdir",
+    "user": "agent.user",
+    "limits.wall_time_s": "agent.timeout_sec",
+    "verifier.harbor.timeout_s": "verifier.timeout_sec",
+    "verifier.harbor.env": "verifier.env",
+}
+"""The agentenv task field (dotted) → the Harbor task.toml field it comes from, so that an
+error found in the agentenv task names the field the user wrote."""
+
+
+def task_fields(raw: dict[str, Any], folder: Path, spec_file: Path) -> dict[str, Any]:
+    """The fields of an agentenv :class:`~agentenv.tasks.Task` for the Harbor task in
+    ``folder`` whose task.toml is ``raw``; raises :class:`~agentenv.problems.Problems`
+    naming the file and the field of everything that cannot be run as Harbor would."""
+    problems: list[Problem] = []
+
+    def bad(field: str, message: str) -> None:
+        problems.append(Problem(spec_file, message, field=field))
+
+    version = str(raw.get("schema_version", raw.get("version", "1.0")))
+    if version not in SCHEMA_VERSIONS:
+        known = ", ".join(SCHEMA_VERSIONS)
+        bad("schema_version", f"{version!r} is not a Harbor schema agentenv runs ({known})")
+        raise Problems(problems)  # the rest is read as one of these versions
+    tables = ("environment", "agent", "verifier", "metadata", "task", "solution")
+    env, agent, verifier, metadata, task, _ = (_table(raw, key, bad) for key in tables)
+    unknown_keys(raw, bad)
+    problems += refusals(raw, folder, bad)
+    image, workdir = env.get("docker_image"), _workdir(env, folder, problems, bad)
+    if not (folder / "tests" / "test.sh").is_file():
+        problems.append(Problem(folder / "tests" / "test.sh", "not found (Harbor's verifier)"))
+    name = str(task.get("name") or folder.resolve().name).rsplit("/", 1)[-1]
+    tags = [*_strings(metadata, "tags", "metadata", bad), *_strings(task, "keywords", "task", bad)]
+    if metadata.get("category"):
+        tags.append(str(metadata["category"]))
+    _number(env, "build_timeout_sec", "environment", bad)  # accepted, see docs/harbor.md
+    fields: dict[str, Any] = {
+        "id": re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-._") or "task",
+        "description": str(task.get("description") or _first_line(folder / "instruction.md")),
+        "tags": tags,
+        "workdir": workdir,
+        "user": _user(agent, "agent", bad),
+        "read_only": False,
+        "verify_in": "agent",
+        "network": _network(env, agent, verifier, bad),
+        "verifier": {
+            "kind": "harbor",
+            "name": "tests/test.sh",
+            "timeout_s": _number(verifier, "timeout_sec", "verifier", bad) or 600.0,
+            "env": resolve(verifier.get("env"), "verifier.env", bad),
+        },
+        "limits": Limits(
+            wall_time_s=_number(agent, "timeout_sec", "agent", bad, zero_is_none=True)
+        ),
+    }
+    if _user(verifier, "verifier", bad) != "root":
+        bad("verifier.user", f"{verifier['user']!r}: test.sh runs as root here (Harbor's default)")
+    if image is None:
+        fields["dockerfile"] = "environment/Dockerfile"  # built as agentenv/task-<id>:ctx-…
+    else:
+        fields["image"] = str(image)
+    fields.update(_resources(env, bad))
+    if problems:
+        raise Problems(problems)
+    return fields
+
+
+def _workdir(env: dict[str, Any], folder: Path, problems: list[Problem], bad: Bad) -> str:
+    """``[environment] workdir`` when given (Harbor: it overrides the image's WORKDIR), else
+    the Dockerfile's last ``WORKDIR`` (``/app``, Harbor's usual one, without one)."""
+    dockerfile = folder / "environment" / "Dockerfile"
+    if env.get("docker_image") is None and not dockerfile.is_file():
+        problems.append(Problem(dockerfile, "not found, and task.toml has no docker_image"))
+    given = env.get("workdir")
+    if given is not None:
+        if not isinstance(given, str) or not given.startswith("/"):
+            bad("environment.workdir", f"{given!r} is not an absolute path")
+        return str(given)
+    if env.get("docker_image") is not None or not dockerfile.is_file():
+        return "/app"
+    try:
+        return dockerfiles.workdir(dockerfile)
+    except Problems as e:
+        problems.extend(e.problems)
+        return "/app"
+
+
+def _user(table: dict[str, Any], where: str, bad: Bad) -> str:
+    """``[agent] user`` / ``[verifier] user`` as agentenv's: root (Harbor's default, the
+    image's root user) or a uid; a user name is refused (agentenv cannot look it up in the
+    image at load)."""
+    user = table.get("user")
+    if user is None or user in ("root", 0, "0", "0:0"):
+        return "root"
+    if isinstance(user, int) and not isinstance(user, bool) and user > 0:
+        return str(user)
+    if isinstance(user, str) and re.fullmatch(r"\d+(:\d+)?", user):
+        return user
+    bad(f"{where}.user", f"{user!r}: a user name is not supported yet; give a uid (as 1000)")
+    return "root"
+
+
+def _network(env: dict[str, Any], agent: dict[str, Any], verifier: dict[str, Any], bad: Bad) -> str:
+    """The agent's network as Harbor resolves it: ``[agent] network_mode``, else
+    ``[environment] network_mode``, else ``allow_internet`` (off by default here; Harbor's
+    is on). An allowlist is refused; so is a verifier that would need another network than
+    the agent's container it runs in."""
+    modes = {}
+    for where, table in (("environment", env), ("agent", agent), ("verifier", verifier)):
+        mode = table.get("network_mode")
+        if "allowed_hosts" in table:
+            bad(f"{where}.allowed_hosts", "a network allowlist is not supported by agentenv yet")
+        if mode is None:
+            continue
+        if mode not in _NETWORK_MODES:
+            bad(f"{where}.network_mode", f"{mode!r} is not one of {', '.join(_NETWORK_MODES)}")
+        elif mode == "allowlist":
+            bad(f"{where}.network_mode", "a network allowlist is not supported by agentenv yet")
+        else:
+            modes[where] = mode
+    internet = env.get("allow_internet", False)
+    if not isinstance(internet, bool):
+        bad("environment.allow_internet", f"{internet!r} is not true or false")
+    baseline = modes.get("environment", "public" if internet is True else "no-network")
+    chosen = modes.get("agent", baseline)
+    if modes.get("verifier", chosen) != chosen:
+        why = f"{modes['verifier']!r} differs from the agent's {chosen!r}: test.sh runs in "
+        bad("verifier.network_mode", why + "the agent's container here")
+    return "bridge" if chosen == "public" else "none"
+
+
+def _resources(env: dict[str, Any], bad: Bad) -> dict[str, Any]:
+    """The task's ``cpus``, ``memory`` and ``disk`` from ``[environment]``, those given."""
+    fields: dict[str, Any] = {}
+    cpus = _number(env, "cpus", "environment", bad)
+    if cpus is not None:
+        fields["cpus"] = cpus
+    sizes = (("memory", "memory_mb", "memory"), ("storage", "storage_mb", "disk"))
+    for key, mb_key, field in sizes:
+        size = _size(env, key, mb_key, bad)
+        if size is not None:
+            fields[field] = size
+    return fields
+
+
+def _first_line(instruction: Path) -> str:
+    """A schema-1.0 task has no description: its instruction's first line stands in."""
+    if not instruction.is_file():
+        return ""
+    lines = instruction.read_text(errors="replace").splitlines()
+    first = next((line.strip("# ").strip() for line in lines if line.strip()), "")
+    return first[:200]
+
+
+def _table(raw: dict[str, Any], key: str, bad: Bad) -> dict[str, Any]:
+    value = raw.get(key, {})
+    if not isinstance(value, dict):
+        bad(key, "must be a table")
+        return {}
+    return value
+
+
+def _strings(table: dict[str, Any], key: str, where: str, bad: Bad) -> list[str]:
+    value = table.get(key, [])
+    if not isinstance(value, list):
+        bad(f"{where}.{key}", f"{value!r} is not a list of strings")
+        return []
+    return [str(v) for v in value]
+
+
+def _number(
+    table: dict[str, Any], key: str, where: str, bad: Bad, *, zero_is_none: bool = False
+) -> float | None:
+    """``table[key]`` as a number above 0 (a number in a string too, as Harbor reads it),
+    or None when absent (or 0, with ``zero_is_none``); a problem naming the field else."""
+    if key not in table:
+        return None
+    value = table[key]
+    try:
+        number = float(value) if not isinstance(value, bool) else math.nan
+    except (TypeError, ValueError):
+        number = math.nan
+    if zero_is_none and number == 0:
+        return None
+    if not math.isfinite(number) or number <= 0:
+        bad(f"{where}.{key}", f"{value!r} is not a number above 0")
+        return None
+    return number
+
+
+def _size(env: dict[str, Any], key: str, mb_key: str, bad: Bad) -> int | None:
+    if mb_key in env:
+        mib = _number(env, mb_key, "environment", bad)
+        return None if mib is None else int(mib * _MIB)
+    if key not in env:
+        return None
+    try:
+        return parse_size(str(env[key]))
+    except ValueError:
+        bad(f"environment.{key}", f"{env[key]!r} is not a size like '4G'")
+        return None

@@ -1,0 +1,112 @@
+"""What of Harbor's task format agentenv does not run, refused at load with a message
+naming the file and the field: one function per feature, so that lifting a refusal is
+deleting its call in :func:`refusals` once the feature is built.
+
+Two kinds: *not yet* (a subsystem agentenv lacks today: compose services, steps, MCP
+servers, artifacts, ...) and *never here* (hardware or an OS these sandboxes cannot give: a
+GPU, a TPU, Windows containers), which say why."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from agentenv.problems import Problem
+
+Bad = Callable[[str, str], None]
+"""Records a problem of task.toml: (field, message)."""
+
+NOT_YET = "is not supported by agentenv yet"
+
+
+def refusals(raw: dict[str, Any], folder: Path, bad: Bad) -> list[Problem]:
+    """Every feature of the Harbor task ``raw`` (its task.toml) in ``folder`` that agentenv
+    cannot run: a field's through ``bad``, a file's returned."""
+    env, verifier = _table(raw, "environment"), _table(raw, "verifier")
+    problems = compose(folder) + steps(raw, folder, bad)
+    separate_verifier(verifier, bad)
+    _not_yet(raw, env, verifier, bad)
+    hardware(env, bad)
+    return problems
+
+
+def separate_verifier(verifier: dict[str, Any], bad: Bad) -> None:
+    """``[verifier] environment_mode = "separate"`` or a ``[verifier.environment]`` (which
+    Harbor reads as separate): the verifier in a container of its own. Refused until
+    agentenv's harbor check runs it; then delete this call in :func:`refusals`."""
+    mode = verifier.get("environment_mode")
+    if mode not in (None, "shared", "separate"):
+        bad("verifier.environment_mode", f"{mode!r} is not 'shared' or 'separate'")
+    elif mode == "shared" and "environment" in verifier:
+        bad("verifier.environment", "is not allowed with environment_mode = 'shared' (Harbor)")
+    elif mode == "separate" or "environment" in verifier:
+        field = "verifier.environment_mode" if mode == "separate" else "verifier.environment"
+        bad(field, f"a separate verifier environment {NOT_YET}")
+
+
+def compose(folder: Path) -> list[Problem]:
+    """A ``docker-compose.yaml`` in ``environment/``: several services."""
+    for name in ("docker-compose.yaml", "docker-compose.yml"):
+        if (folder / "environment" / name).is_file():
+            why = (
+                "docker-compose environments (several services) are not supported by "
+                "agentenv yet; a task with one environment/Dockerfile is"
+            )
+            return [Problem(folder / "environment" / name, why)]
+    return []
+
+
+def steps(raw: dict[str, Any], folder: Path, bad: Bad) -> list[Problem]:
+    """A multi-step task: ``[[steps]]``, a ``steps/`` folder, ``multi_step_reward_strategy``."""
+    why = "multi-step tasks are not supported by agentenv yet"
+    if raw.get("steps") not in (None, []):
+        bad("steps", why)
+    if "multi_step_reward_strategy" in raw:
+        bad("multi_step_reward_strategy", why)
+    if (folder / "steps").is_dir() and raw.get("steps") in (None, []):
+        return [Problem(folder / "steps", why)]
+    return []
+
+
+def _not_yet(raw: dict[str, Any], env: dict[str, Any], verifier: dict[str, Any], bad: Bad) -> None:
+    """The single-container features agentenv lacks today."""
+    given = {
+        "artifacts": raw.get("artifacts"),
+        "verifier.collect": verifier.get("collect"),
+        "environment.mcp_servers": env.get("mcp_servers"),
+        "environment.skills_dir": env.get("skills_dir"),
+        "environment.healthcheck": env.get("healthcheck"),
+        "environment.env": env.get("env"),
+        "solution.env": _table(raw, "solution").get("env"),
+    }
+    why = {
+        "artifacts": "collecting artifacts",
+        "verifier.collect": "collect commands ([[verifier.collect]])",
+        "environment.mcp_servers": "MCP servers",
+        "environment.skills_dir": "skills (skills_dir)",
+        "environment.healthcheck": "a healthcheck before the agent starts",
+        "environment.env": "environment variables for the agent's commands",
+        "solution.env": "environment variables for the oracle's solve.sh",
+    }
+    for field, value in given.items():
+        if value not in (None, [], {}, ""):
+            bad(field, f"{why[field]} {NOT_YET}")
+
+
+def hardware(env: dict[str, Any], bad: Bad) -> None:
+    """What these sandboxes can never give: refused for good, saying why."""
+    gpus = env.get("gpus")
+    if gpus not in (None, 0) or env.get("gpu_types"):
+        field = "environment.gpus" if gpus not in (None, 0) else "environment.gpu_types"
+        bad(field, f"{gpus!r}: agentenv's sandboxes have no GPUs (containers on CPU hosts)")
+    if env.get("tpu") is not None:
+        bad("environment.tpu", "agentenv's sandboxes have no TPUs (containers on CPU hosts)")
+    os_name = env.get("os", "linux")
+    if str(os_name).lower() != "linux":
+        bad("environment.os", f"{os_name!r}: agentenv runs Linux containers only")
+
+
+def _table(raw: dict[str, Any], key: str) -> dict[str, Any]:
+    value = raw.get(key)
+    return value if isinstance(value, dict) else {}
