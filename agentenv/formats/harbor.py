@@ -103,7 +103,8 @@ def task_fields(raw: dict[str, Any], folder: Path, spec_file: Path) -> dict[str,
         "description": str(task.get("description") or _first_line(folder / "instruction.md")),
         "tags": tags,
         "workdir": workdir,
-        "user": "root",
+        "user": "root",  # the image's USER: the sandbox names none (agent_spec)
+        "image_entrypoint": True,  # its ENTRYPOINT runs, as in Harbor (docs/harbor.md)
         "read_only": False,
         "verify_in": "agent",
         "network": "bridge" if internet is True else "none",
