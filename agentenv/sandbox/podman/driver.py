@@ -123,6 +123,8 @@ class PodmanDriver:
         # still being written ("read/write on closed pipe"; Python pads to 10 KiB): send the
         # archive up to its last member, then the two end blocks, and no more.
         end = await anyio.to_thread.run_sync(_archive_end, file)
+        if end == 0:
+            return  # nothing in it (an empty workdir's), and `podman cp` refuses such a tar
         async with await anyio.open_process(argv) as proc:
             assert proc.stdin is not None and proc.stderr is not None
             with contextlib.suppress(anyio.BrokenResourceError):  # it failed: said below
