@@ -62,6 +62,8 @@ class Task(BaseModel):
     verifier: Check | None = None
     user: str = Field(AGENT_USER, pattern=r"^(root|\d+(:\d+)?)$")  # uid:gid, or "root"
     read_only: bool = True  # the agent's root filesystem; only the workdir and /tmp are writable
+    # start the sandbox as the image starts (its ENTRYPOINT, as its USER; Harbor's tasks)
+    image_entrypoint: bool = False
     disk: Annotated[int, WithJsonSchema(_SIZE_SCHEMA)] = 2 << 30  # bytes the workdir may hold
     # "prepared": verify in a new sandbox from the prepared state plus the agent's workdir;
     # "final": from an image of the agent's whole final filesystem (trusts what it touched)

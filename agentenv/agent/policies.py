@@ -10,6 +10,7 @@ one loop drives them all (pausing, tools, limits and the trajectory work the sam
 from __future__ import annotations
 
 import json
+import shlex
 from typing import Any
 
 from agentenv.agent.loop import Trajectory
@@ -18,6 +19,7 @@ from agentenv.model.types import Completion, Route, ToolCall
 
 SOLUTION_PATH = "/tmp/agentenv-solution.sh"
 SOLUTION_DIR = "/tmp/agentenv-solution"  # a task's solution/ folder, for its script
+HARBOR_SOLUTION_DIR = "/solution"  # where Harbor's oracle puts solution/ and runs solve.sh
 
 
 class ScriptedModel:
@@ -52,24 +54,32 @@ def _call(index: int, name: str, **arguments: Any) -> ToolCall:
 
 
 def oracle(
-    solution: str, *, timeout_s: float = 1800, files: dict[str, str] | None = None
+    solution: str,
+    *,
+    timeout_s: float = 1800,
+    files: dict[str, str] | None = None,
+    solution_dir: str | None = None,
 ) -> ScriptedModel:
     """A policy that writes ``solution`` (the text of a task's reference script) into the
     sandbox, runs it with bash in the working directory, and submits. ``files`` (relative
     path → text: the rest of a task's ``solution/`` folder) are written next to it first;
-    the script finds them in ``$SOLUTION_DIR``."""
+    the script finds them in ``$SOLUTION_DIR``. With ``solution_dir`` (a Harbor task's
+    :data:`HARBOR_SOLUTION_DIR`) the folder is laid out there, the script as ``solve.sh``
+    beside its files, as Harbor's oracle uploads ``solution/`` and runs ``solve.sh``."""
+    folder = solution_dir or SOLUTION_DIR
+    script = f"{solution_dir}/solve.sh" if solution_dir else SOLUTION_PATH
     writes = [
-        _call(i, "write_file", path=f"{SOLUTION_DIR}/{name}", content=text)
+        _call(i, "write_file", path=f"{folder}/{name}", content=text)
         for i, (name, text) in enumerate(sorted((files or {}).items()))
     ]
     n = len(writes)
-    run = f"SOLUTION_DIR={SOLUTION_DIR} bash {SOLUTION_PATH}"
+    run = f"SOLUTION_DIR={shlex.quote(folder)} bash {shlex.quote(script)}"
     turn = Completion(
         content="Running the reference solution.",
         finish_reason="tool_calls",
         tool_calls=[
             *writes,
-            _call(n, "write_file", path=SOLUTION_PATH, content=solution),
+            _call(n, "write_file", path=script, content=solution),
             _call(n + 1, "bash", command=run, timeout=timeout_s),
             _call(n + 2, "submit", summary="reference solution"),
         ],

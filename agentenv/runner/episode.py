@@ -126,6 +126,7 @@ def agent_spec(prepared: Prepared, *, outlive_owner: bool = False) -> SandboxSpe
         dockerfile=prepared.dockerfile,
         workdir=task.workdir,
         user=None if root else task.user,
+        image_entrypoint=task.image_entrypoint,
         read_only=task.read_only and not root,
         disk=task.disk,
         network=task.network,
@@ -188,6 +189,7 @@ async def prepare(
         workdir=task.workdir,
         user=_ROOT,
         cap_add=CHECKER_CAPS,
+        image_entrypoint=task.image_entrypoint,  # its snapshot keeps the image's entrypoint
     )
     box = await create(spec)
     try:

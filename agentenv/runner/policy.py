@@ -56,7 +56,13 @@ class Policies:
                     f"task {task.id!r} has no solution.sh (or solution/solve.sh) for the oracle"
                 )
             _needs(task, "the oracle", ("write_file", "bash", "submit"))
-            return policies.oracle(task.solution.read_text(), files=task.solution_files())
+            # a Harbor task's solve.sh looks for its files where Harbor puts them
+            harbor = task.verifier is not None and task.verifier.kind == "harbor"
+            return policies.oracle(
+                task.solution.read_text(),
+                files=task.solution_files(),
+                solution_dir=policies.HARBOR_SOLUTION_DIR if harbor else None,
+            )
         if self.spec.startswith("command:"):
             _needs(task, "a command policy", ("bash", "submit"))
             return policies.command(

@@ -128,6 +128,14 @@ class SandboxSpec(BaseModel):
     env: dict[str, str] = Field(default_factory=dict)
     workdir: str = Field("/workspace", description="absolute; commands start here")
     user: str | None = Field(None, description="user[:group] to run as; image default if unset")
+    image_entrypoint: bool = Field(
+        False,
+        description="start as the image starts, as Harbor runs a task's image: its "
+        "ENTRYPOINT kept, as its USER, with the keep-alive as its command (Harbor's "
+        "`sleep infinity`, which replaces its CMD); a service the entrypoint starts runs "
+        "beside the agent. Off: the keep-alive replaces both, as root when `user` is set. "
+        "Such a sandbox is never recycled (what its entrypoint started would not start again)",
+    )
     read_only: bool = Field(
         False,
         description="read-only root filesystem; the workdir is then a fresh volume of at most "

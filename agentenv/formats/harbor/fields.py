@@ -68,6 +68,7 @@ def task_fields(raw: dict[str, Any], folder: Path, spec_file: Path) -> dict[str,
         "tags": tags,
         "workdir": workdir,
         "user": _user(agent, "agent", bad),
+        "image_entrypoint": True,  # its ENTRYPOINT runs, as in Harbor (docs/harbor.md)
         "read_only": False,
         "verify_in": "agent",
         "network": _network(env, agent, verifier, bad),

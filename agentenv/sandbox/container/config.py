@@ -13,6 +13,21 @@ PID 1 holds the container's stdin and stdout, which any process in the sandbox c
 through /proc/1/fd, so they cannot carry the protocol."""
 
 
+def main_process(spec: SandboxSpec) -> tuple[list[str] | None, list[str], str]:
+    """What the container runs after its init: ``(entrypoint, command, user)``, where an
+    entrypoint of ``None`` keeps the image's and a user of ``""`` is the image's.
+
+    By default the keep-alive replaces the image's ENTRYPOINT and CMD, as root (without
+    capabilities) when the spec names a user, so that the sandbox's user cannot kill it
+    and take the container down. With ``image_entrypoint``, as Harbor runs a task's image:
+    its ENTRYPOINT kept, the keep-alive as its command (Harbor gives ``sh -c "sleep
+    infinity"`` there), all as the image's USER (an entrypoint that ``exec "$@"``s runs the
+    keep-alive; one that runs a service in the foreground keeps the container up itself)."""
+    if spec.image_entrypoint:
+        return None, list(KEEPALIVE), ""
+    return list(KEEPALIVE), [], "0:0" if spec.user else ""
+
+
 def sandbox_labels(spec: SandboxSpec) -> dict[str, str]:
     """The labels a sandbox of ``spec`` carries: ours (owner, run, expiry) and the spec's."""
     labels = labels_for("sandbox", spec.ttl_s, spec.labels)

@@ -135,9 +135,11 @@ async def recycle(
     :data:`WIPE`, run as its user through ``run``. ``False`` (the caller must close it)
     where any step fails or cannot be done here: a sandbox of another runtime, or with a
     writable mount (``writable``, from :func:`writable_mounts`) other than its workdir and
-    scratch folders."""
+    scratch folders, or one started by its image's entrypoint."""
     if not spec.read_only or spec.options.get("runtime"):
         return False  # another runtime's processes may not be the host's to see and kill
+    if spec.image_entrypoint:
+        return False  # what the image's entrypoint started would not be started again
     extra = [m for m in writable if m not in (spec.workdir, *spec.scratch)]
     if extra:  # an image's VOLUME: writable, and not among the places emptied
         log.info("sandbox.recycle_refused", id=sandbox_id[:12], said=f"writable {extra}")

@@ -11,7 +11,7 @@ import docker.errors
 import docker.types
 
 from agentenv.sandbox.channel import EXECUTOR_ARGV, ByteStream
-from agentenv.sandbox.container.config import KEEPALIVE, sandbox_labels
+from agentenv.sandbox.container.config import main_process, sandbox_labels
 from agentenv.sandbox.container.driver import Explain, Pacer
 from agentenv.sandbox.docker.direct import DockerExec
 from agentenv.sandbox.docker.engine import Engine
@@ -222,17 +222,16 @@ async def _create_container(engine: Engine, spec: SandboxSpec, image: str) -> st
         init=True,
         runtime=spec.options.get("runtime"),
     )
+    # what runs after init (see main_process): every command runs as the spec's user
+    entrypoint, command, user = main_process(spec)
     try:
         created = await engine.run(
             api.create_container,
             image,
-            command=[],
-            entrypoint=KEEPALIVE,
+            command=command,
+            entrypoint=entrypoint,
             hostname="sandbox",
-            # init and its keep-alive run as root (without capabilities) so that a sandbox
-            # user cannot kill them and take the container, and its workdir, down with them;
-            # every command runs as the spec's user
-            user="0:0" if spec.user else "",
+            user=user,
             environment=spec.env,
             working_dir=spec.workdir,
             labels=sandbox_labels(spec),

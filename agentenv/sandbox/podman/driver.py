@@ -15,7 +15,7 @@ from typing import IO, Any
 import anyio
 
 from agentenv.sandbox.channel import EXECUTOR_ARGV, ByteStream
-from agentenv.sandbox.container.config import KEEPALIVE, sandbox_labels
+from agentenv.sandbox.container.config import main_process, sandbox_labels
 from agentenv.sandbox.container.driver import Explain, Pacer
 from agentenv.sandbox.container.namespace import lay_out
 from agentenv.sandbox.errors import SandboxError
@@ -123,6 +123,8 @@ class PodmanDriver:
         # still being written ("read/write on closed pipe"; Python pads to 10 KiB): send the
         # archive up to its last member, then the two end blocks, and no more.
         end = await anyio.to_thread.run_sync(_archive_end, file)
+        if end == 0:
+            return  # nothing in it (an empty workdir's), and `podman cp` refuses such a tar
         async with await anyio.open_process(argv) as proc:
             assert proc.stdin is not None and proc.stderr is not None
             with contextlib.suppress(anyio.BrokenResourceError):  # it failed: said below
@@ -196,13 +198,15 @@ def _create_args(spec: SandboxSpec, image: str) -> list[str]:
         "--hostname", "sandbox",
         # a sandbox printing to PID 1's stdout must not fill the host's disk
         "--log-driver", "k8s-file", "--log-opt", "max-size=1mb",
-        "--entrypoint", json.dumps(KEEPALIVE),
         *_ulimits(),
     ]  # fmt: skip
+    entrypoint, command, user = main_process(spec)  # commands run as the spec's user
+    if entrypoint is not None:
+        args += ["--entrypoint", json.dumps(entrypoint)]
+    if user:
+        args += ["--user", user]
     for cap in spec.cap_add:
         args += ["--cap-add", cap]
-    if spec.user:
-        args += ["--user", "0:0"]  # init and keep-alive as root; commands as the spec's user
     for key, value in spec.env.items():
         args += ["--env", f"{key}={value}"]
     for key, value in sandbox_labels(spec).items():
@@ -217,4 +221,4 @@ def _create_args(spec: SandboxSpec, image: str) -> list[str]:
         args += ["--tmpfs", f"/tmp:{common},size={spec.tmp_size},mode=1777"]
         for target in (spec.workdir, *spec.scratch):
             args += ["--tmpfs", f"{target}:{common},size={spec.disk},mode=0755"]
-    return [*args, image]
+    return [*args, image, *command]
