@@ -105,13 +105,18 @@ def task_fields(raw: dict[str, Any], folder: Path, spec_file: Path) -> dict[str,
         "workdir": workdir,
         "user": "root",
         "read_only": False,
-        "verify_in": "agent",
+        "verify_in": "agent" if _verifier_mode(verifier, bad) == "shared" else "final",
         "network": "bridge" if internet is True else "none",
         "verifier": {
             "kind": "harbor",
             "name": "tests/test.sh",
             "timeout_s": _number(verifier, "timeout_sec", "verifier", bad) or 600.0,
             "env": {str(k): str(v) for k, v in verifier_env.items()},
+            "mode": _verifier_mode(verifier, bad),
+            "image": (verifier.get("environment") or {}).get("docker_image"),
+            "artifacts": [
+                a if isinstance(a, dict) else {"source": a} for a in raw.get("artifacts") or []
+            ],
         },
     }
     if metadata.get("category"):
@@ -144,13 +149,28 @@ def _unsupported(
                 "with one environment/Dockerfile is",
             )
         )
-    if verifier.get("environment_mode", "shared") != "shared" or "environment" in verifier:
-        bad("verifier", "a separate verifier environment is not supported yet")
+    if (environment.parent / "tests" / "Dockerfile").is_file():
+        bad("verifier", "a verifier image built from tests/Dockerfile is not supported yet")
     for who, table in (("agent", agent), ("verifier", verifier)):
         user = table.get("user")
         if user not in (None, "root", "0", "0:0"):
             bad(f"{who}.user", f"{user!r}: only root is supported yet")
     return problems
+
+
+def _verifier_mode(verifier: dict[str, Any], bad: _Bad) -> str:
+    """The ``harbor`` check's ``mode``: Harbor's ``environment_mode`` when written
+    (``separate`` also implied by ``[verifier.environment]``), else agentenv's ``final``:
+    Harbor's implicit shared mode is taken only when the task asks for it by name."""
+    mode = verifier.get("environment_mode")
+    if mode is None:
+        return "separate" if isinstance(verifier.get("environment"), dict) else "final"
+    if mode not in ("shared", "separate"):
+        bad("verifier.environment_mode", f"{mode!r} is not 'shared' or 'separate'")
+        return "final"
+    if mode == "shared" and "environment" in verifier:
+        bad("verifier.environment", "conflicts with environment_mode = 'shared'")
+    return str(mode)
 
 
 def _resources(env: dict[str, Any], bad: _Bad) -> dict[str, Any]:
