@@ -72,6 +72,8 @@ async def harbor_verdict(prepared: Prepared, final: Final) -> Score:
     assert isinstance(check, HarborCheck)
     if check.mode == "shared":
         score = final.score or _lost("the agent's sandbox was not graded")
+        if score.error is not None:  # the agent's doing if the clean state grades
+            score = await _blame_or_error(prepared, check, score, score.error)
     else:
         assert final.snapshot is not None, "a Harbor task verified apart is verify_in=final"
         score = await _graded_apart(prepared, check, final.snapshot.ref)
@@ -97,6 +99,19 @@ async def _graded_apart(prepared: Prepared, check: HarborCheck, source: str) -> 
         break
     else:
         score = None
+    return await _blame_or_error(prepared, check, score, why, started)
+
+
+async def _blame_or_error(
+    prepared: Prepared,
+    check: HarborCheck,
+    score: Score | None,
+    why: str,
+    started: float | None = None,
+) -> Score:
+    """``score`` (an error, or ``None`` for sandboxes lost) stays the task's verifier error
+    if the clean prepared state fails too; else it is the agent's 0, with the reason."""
+    started = time.monotonic() if started is None else started
     try:
         clean: Score | None = await grade_from(prepared, check, prepared.image)
     except SandboxUnavailable:
