@@ -36,6 +36,8 @@ from agentenv.archive import Archive
 from agentenv.log import get_logger
 from agentenv.model.client import EventCallback
 from agentenv.model.types import ChatModel
+from agentenv.runner.harbor_verdict import harbor_verdict
+from agentenv.runner.system_changes import container_changes
 from agentenv.runner.workspace import safe_workspace, workspace_tar
 from agentenv.sandbox import (
     Sandbox,
@@ -61,6 +63,7 @@ from agentenv.verify import (
     in_agent_grader,
     verify,
 )
+from agentenv.verify.kinds.harbor import HarborCheck
 
 log = get_logger(__name__)
 
@@ -114,6 +117,9 @@ class Final(BaseModel):
     # a task verified where the agent worked (Harbor's): its score, taken before the
     # sandbox was closed
     score: Score | None = None
+    # a Harbor task's: what the engine says the agent changed outside its workdir
+    # (:mod:`agentenv.runner.system_changes`), None where it cannot say
+    system_changes: list[tuple[str, str]] | None = None
 
 
 def agent_spec(prepared: Prepared, *, outlive_owner: bool = False) -> SandboxSpec:
@@ -256,6 +262,8 @@ async def finish(box: Sandbox, prepared: Prepared) -> Final:
     archive, dropped = safe_workspace(raw, task.workdir, prepared.agent_user)
     if dropped:
         log.info("episode.dropped", task=task.id, entries=dropped[:20], n=len(dropped))
+    harbor = isinstance(task.verifier, HarborCheck)
+    changes = await container_changes(box) if harbor else None
     snapshot = await box.snapshot() if task.verify_in == "final" else None
     score = None
     grade = in_agent_grader(task.verifier) if task.verify_in == "agent" else None
@@ -263,7 +271,7 @@ async def finish(box: Sandbox, prepared: Prepared) -> Final:
         assert task.tests is not None  # a Harbor task always has tests/ (checked at load)
         await box.resume()  # its processes run on: the tests may look at a service it left
         score = await grade(box, task.tests, task.workdir)
-    return Final(workspace=archive, snapshot=snapshot, score=score)
+    return Final(workspace=archive, snapshot=snapshot, score=score, system_changes=changes)
 
 
 def final_limit(task: Task) -> int:
@@ -382,6 +390,8 @@ async def verify_final(
     task = prepared.task
     if task.verifier is None:
         return None
+    if isinstance(task.verifier, HarborCheck) and final.rejected is None:
+        return await harbor_verdict(prepared, final)  # where its `mode` says
     if task.verify_in == "agent" and final.rejected is None:
         return final.score  # verified in the agent's sandbox, by finish()
     if final.rejected is not None:

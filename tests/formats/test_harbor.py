@@ -93,11 +93,32 @@ async def _run(folder: Path, policy: str = "oracle") -> tuple[float, list[str]]:
 async def test_numeric_reward_oracle_and_null(tmp_path: Path) -> None:
     folder = harbor_task(tmp_path, "hello", test=NUMERIC)
     task = load_task(folder)
-    assert task.verify_in == "agent" and task.workdir == "/app" and task.network == "none"
+    assert task.verify_in == "final" and task.workdir == "/app" and task.network == "none"
     assert task.memory == 1024 << 20 and task.disk == 2048 << 20
     assert set(task.tags) >= {"harbor", "trivial", "programming"}
     assert (await _run(folder, "oracle"))[0] == 1.0
     assert (await _run(folder, "null"))[0] == 0.0
+
+
+SHARED = '[verifier]\nenvironment_mode = "shared"\n'
+
+
+def shared(toml: str | None = None) -> str:
+    """A task.toml asking for Harbor's shared mode (test.sh in the agent's own sandbox)."""
+    return (toml or TOML.format(verifier_timeout=60.0, extra="")).replace("[verifier]\n", SHARED)
+
+
+async def _verifier_error(folder: Path) -> str:
+    """The verifier error an oracle run of ``folder`` ends in (with test.sh's output)."""
+    task = load_task(folder)
+    policies = Policies("oracle")
+    try:
+        traj, _ = await run_task(task, policies.for_task(task))
+    finally:
+        await policies.aclose()
+    assert traj.score is not None and traj.score.error is not None, traj.score
+    assert traj.reward is None
+    return " ".join(c.detail for c in traj.score.checks)
 
 
 async def test_json_rewards_are_named_and_reward_is_the_score(tmp_path: Path) -> None:
@@ -113,29 +134,31 @@ async def test_json_rewards_are_named_and_reward_is_the_score(tmp_path: Path) ->
     ]
 
 
-async def test_no_reward_file_or_a_timeout_or_a_planted_reward_is_zero(tmp_path: Path) -> None:
+async def test_no_reward_file_or_a_timeout_is_an_error_a_planted_reward_zero(
+    tmp_path: Path,
+) -> None:
+    # as Harbor reads them: no reward file, an unreadable one or a timeout is a verifier
+    # error (not a 0), with test.sh's output kept
     silent = harbor_task(tmp_path, "silent", test="echo ran\n")
-    reward, checks = await _run(silent)
-    assert reward == 0.0 and "wrote no /logs/verifier/reward.txt" in checks[0]
+    said = await _verifier_error(silent)
+    assert "wrote no /logs/verifier/reward.json nor reward.txt" in said and "ran" in said
     slow = harbor_task(tmp_path, "slow", test="sleep 30\n", verifier_timeout=2)
-    reward, checks = await _run(slow)
-    assert reward == 0.0 and "timed out after 2 s" in checks[0]
+    assert "timed out after 2 s" in await _verifier_error(slow)
     # a reward file the runner will not take into memory whole, nor follow as a link
     huge = harbor_task(
         tmp_path,
         "huge",
         test="head -c 5000000 /dev/zero | tr '\\0' 1 > /logs/verifier/reward.txt\n",
     )
-    reward, checks = await _run(huge)
-    assert reward == 0.0 and "is larger than 1048576 bytes" in checks[0], checks
+    assert "is larger than 1048576 bytes" in await _verifier_error(huge)
     linked = harbor_task(tmp_path, "linked", test="ln -s /etc/hostname /logs/verifier/reward.txt\n")
-    reward, checks = await _run(linked)
-    assert reward == 0.0 and "is not a regular file" in checks[0], checks
+    assert "is not a regular file" in await _verifier_error(linked)
     # the agent writes the reward itself, and leaves a process that keeps writing it: the
     # folder is laid down fresh before test.sh, and test.sh's own answer is what counts
-    # (this test.sh, like many, writes a reward only when the work is there)
+    # (this test.sh writes its 0 and stops when the work is not there)
     strict = (
-        '[ "$(cat /app/out.txt 2>/dev/null)" = hello ] || exit 1\n'
+        '[ "$(cat /app/out.txt 2>/dev/null)" = hello ] || '
+        "{ echo 0 > /logs/verifier/reward.txt; exit 1; }\n"
         "echo 1 > /logs/verifier/reward.txt\n"
     )
     planted = harbor_task(
@@ -176,7 +199,8 @@ async def test_resources_network_and_a_service_the_agent_left_running(tmp_path: 
     toml = TOML.format(verifier_timeout=60.0, extra="").replace(
         "memory_mb = 1024", 'memory = "512M"'
     )
-    reward, checks = await _run(harbor_task(tmp_path, "served", test=test, solve=solve, toml=toml))
+    served = harbor_task(tmp_path, "served", test=test, solve=solve, toml=shared(toml))
+    reward, checks = await _run(served)
     assert reward == 1.0, checks
 
 
@@ -251,7 +275,11 @@ async def test_a_fork_bomb_the_agent_left_is_its_zero_not_a_crash(tmp_path: Path
         # bash builtins only from here: no fork is needed to wait for the pids to run out
         "while [ ! -e /tmp/full ]; do :; done\n"
     )
-    reward, checks = await _run(harbor_task(tmp_path, "bomb", test=NUMERIC, solve=solve))
+    # by default test.sh runs where none of the agent's processes are: the work is right
+    assert (await _run(harbor_task(tmp_path, "bomb", test=NUMERIC, solve=solve)))[0] == 1.0
+    # in Harbor's shared mode (opt-in) the bomb is alive when test.sh runs
+    bomb = harbor_task(tmp_path, "shared-bomb", test=NUMERIC, solve=solve, toml=shared())
+    reward, checks = await _run(bomb)
     assert reward == 0.0, checks
     # graded 0 because the pids ran out, not by some other failure: the executor's own
     # fork failed (EAGAIN), or it got a pid the hold had not retaken yet and the shell's

@@ -15,6 +15,7 @@ from agentenv.formats.harbor import dockerfile as dockerfiles
 from agentenv.formats.harbor.envvars import resolve
 from agentenv.formats.harbor.refused import Bad, refusals
 from agentenv.formats.harbor.schema import SCHEMA_VERSIONS, unknown_keys
+from agentenv.formats.harbor.verifier import verifier_fields
 from agentenv.problems import Problem, Problems
 from agentenv.sandbox.spec import parse_size
 
@@ -31,6 +32,8 @@ HARBOR_FIELDS = {
     "limits.wall_time_s": "agent.timeout_sec",
     "verifier.harbor.timeout_s": "verifier.timeout_sec",
     "verifier.harbor.env": "verifier.env",
+    "verifier.harbor.image": "verifier.environment.docker_image",
+    "verifier.harbor.artifacts": "artifacts",
 }
 """The agentenv task field (dotted) → the Harbor task.toml field it comes from, so that an
 error found in the agentenv task names the field the user wrote."""
@@ -54,6 +57,7 @@ def task_fields(raw: dict[str, Any], folder: Path, spec_file: Path) -> dict[str,
     env, agent, verifier, metadata, task, _ = (_table(raw, key, bad) for key in tables)
     unknown_keys(raw, bad)
     problems += refusals(raw, folder, bad)
+    checked = verifier_fields(raw, folder, bad)  # where test.sh runs: mode, image, artifacts
     image, workdir = env.get("docker_image"), _workdir(env, folder, problems, bad)
     if not (folder / "tests" / "test.sh").is_file():
         problems.append(Problem(folder / "tests" / "test.sh", "not found (Harbor's verifier)"))
@@ -70,13 +74,14 @@ def task_fields(raw: dict[str, Any], folder: Path, spec_file: Path) -> dict[str,
         "user": _user(agent, "agent", bad),
         "image_entrypoint": True,  # its ENTRYPOINT runs, as in Harbor (docs/harbor.md)
         "read_only": False,
-        "verify_in": "agent",
+        "verify_in": "agent" if checked["mode"] == "shared" else "final",
         "network": _network(env, agent, verifier, bad),
         "verifier": {
             "kind": "harbor",
             "name": "tests/test.sh",
             "timeout_s": _number(verifier, "timeout_sec", "verifier", bad) or 600.0,
             "env": resolve(verifier.get("env"), "verifier.env", bad),
+            **checked,
         },
         "limits": Limits(
             wall_time_s=_number(agent, "timeout_sec", "agent", bad, zero_is_none=True)
@@ -153,8 +158,8 @@ def _network(env: dict[str, Any], agent: dict[str, Any], verifier: dict[str, Any
     baseline = modes.get("environment", "public" if internet is True else "no-network")
     chosen = modes.get("agent", baseline)
     if modes.get("verifier", chosen) != chosen:
-        why = f"{modes['verifier']!r} differs from the agent's {chosen!r}: test.sh runs in "
-        bad("verifier.network_mode", why + "the agent's container here")
+        why = f"{modes['verifier']!r} differs from the agent's {chosen!r}: a network of the "
+        bad("verifier.network_mode", why + "verifier's own is not supported by agentenv yet")
     return "bridge" if chosen == "public" else "none"
 
 

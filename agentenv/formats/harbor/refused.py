@@ -3,7 +3,7 @@ naming the file and the field: one function per feature, so that lifting a refus
 deleting its call in :func:`refusals` once the feature is built.
 
 Two kinds: *not yet* (a subsystem agentenv lacks today: compose services, steps, MCP
-servers, artifacts, ...) and *never here* (hardware or an OS these sandboxes cannot give: a
+servers, ...) and *never here* (hardware or an OS these sandboxes cannot give: a
 GPU, a TPU, Windows containers), which say why."""
 
 from __future__ import annotations
@@ -25,24 +25,9 @@ def refusals(raw: dict[str, Any], folder: Path, bad: Bad) -> list[Problem]:
     cannot run: a field's through ``bad``, a file's returned."""
     env, verifier = _table(raw, "environment"), _table(raw, "verifier")
     problems = compose(folder) + steps(raw, folder, bad)
-    separate_verifier(verifier, bad)
     _not_yet(raw, env, verifier, bad)
     hardware(env, bad)
     return problems
-
-
-def separate_verifier(verifier: dict[str, Any], bad: Bad) -> None:
-    """``[verifier] environment_mode = "separate"`` or a ``[verifier.environment]`` (which
-    Harbor reads as separate): the verifier in a container of its own. Refused until
-    agentenv's harbor check runs it; then delete this call in :func:`refusals`."""
-    mode = verifier.get("environment_mode")
-    if mode not in (None, "shared", "separate"):
-        bad("verifier.environment_mode", f"{mode!r} is not 'shared' or 'separate'")
-    elif mode == "shared" and "environment" in verifier:
-        bad("verifier.environment", "is not allowed with environment_mode = 'shared' (Harbor)")
-    elif mode == "separate" or "environment" in verifier:
-        field = "verifier.environment_mode" if mode == "separate" else "verifier.environment"
-        bad(field, f"a separate verifier environment {NOT_YET}")
 
 
 def compose(folder: Path) -> list[Problem]:
@@ -72,7 +57,6 @@ def steps(raw: dict[str, Any], folder: Path, bad: Bad) -> list[Problem]:
 def _not_yet(raw: dict[str, Any], env: dict[str, Any], verifier: dict[str, Any], bad: Bad) -> None:
     """The single-container features agentenv lacks today."""
     given = {
-        "artifacts": raw.get("artifacts"),
         "verifier.collect": verifier.get("collect"),
         "environment.mcp_servers": env.get("mcp_servers"),
         "environment.skills_dir": env.get("skills_dir"),
@@ -81,7 +65,6 @@ def _not_yet(raw: dict[str, Any], env: dict[str, Any], verifier: dict[str, Any],
         "solution.env": _table(raw, "solution").get("env"),
     }
     why = {
-        "artifacts": "collecting artifacts",
         "verifier.collect": "collect commands ([[verifier.collect]])",
         "environment.mcp_servers": "MCP servers",
         "environment.skills_dir": "skills (skills_dir)",

@@ -1,7 +1,10 @@
-"""The ``harbor`` check: a Harbor task's ``tests/test.sh``, run in the agent's own sandbox
-once it is done; the reward is what it wrote to ``/logs/verifier/reward.txt`` (a number) or
-``reward.json`` (named numbers). Only tasks loaded from Harbor's format
-(:mod:`agentenv.formats.harbor`) carry it, and it is never scored in a checker sandbox."""
+"""The ``harbor`` check: a Harbor task's ``tests/test.sh`` and the reward it writes to
+``/logs/verifier/reward.json`` (named numbers) or ``reward.txt`` (a number), read as Harbor
+reads them: ``reward.json`` first; none, an empty one or one that does not parse is a
+verifier error, never a 0. Where it runs is the check's ``mode`` (see
+:mod:`agentenv.runner.harbor_verdict`): by default a new sandbox made from the agent's final
+filesystem with none of its processes alive; ``separate`` a fresh one of the task's image
+with the declared artifacts; ``shared`` (opt-in) the agent's own sandbox, as Harbor does."""
 
 from __future__ import annotations
 
@@ -13,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from agentenv import scratch
 from agentenv.sandbox.errors import ArchiveTooLarge
@@ -25,24 +28,63 @@ from agentenv.verify.score import CheckResult, Score
 MAX_REWARD_FILE = 1 << 20
 TESTS = "/tests"
 LOGS = "/logs/verifier"
+ARTIFACTS = "/logs/artifacts"
+NAME = "tests/test.sh"
+
+
+class HarborArtifact(BaseModel):
+    """One of a task's ``artifacts``: a path in the agent's sandbox, copied at the same path
+    into a ``separate`` verifier's sandbox."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    source: str = Field(pattern=r"^/", description="absolute path in the agent's sandbox")
+    destination: str | None = Field(
+        None, description="where Harbor keeps it on the host (unused by the verifier)"
+    )
 
 
 class HarborCheck(CheckBase):
-    """A Harbor task's verifier: ``tests/`` is put at ``/tests`` in the agent's own sandbox
-    once it is done, ``test.sh`` runs there, and the reward is what it wrote to
-    ``/logs/verifier/reward.txt`` (a number) or ``reward.json`` (named numbers). See
-    :mod:`agentenv.harbor`: only tasks loaded from Harbor's format carry it."""
+    """A Harbor task's verifier: ``tests/`` is put at ``/tests`` once the agent is done,
+    ``test.sh`` runs as root in the workdir, and the reward is what that run wrote to
+    ``/logs/verifier/reward.json`` or ``reward.txt``. See :mod:`agentenv.harbor`: only
+    tasks loaded from Harbor's format carry it."""
 
     kind: Literal["harbor"]
     timeout_s: float = Field(600, gt=0)
     env: dict[str, str] = Field({})
+    mode: Literal["final", "separate", "shared"] = Field(
+        "final",
+        description="where test.sh runs: `final` (default) a new sandbox made from the "
+        "agent's final filesystem, none of its processes alive; `separate` (Harbor's "
+        '`environment_mode = "separate"`) a fresh sandbox of `image` with `artifacts` '
+        "copied in; `shared` the agent's own sandbox, its processes running (Harbor's "
+        "default: the agent, root there, can decide its reward; opt-in only)",
+    )
+    image: str | None = Field(
+        None, description="`separate` mode's image ([verifier.environment]); the task's if unset"
+    )
+    artifacts: list[HarborArtifact] = Field(
+        [], description="copied from the agent's final state into a `separate` verifier"
+    )
+    on_system_change: Literal["review", "zero"] = Field(
+        "review",
+        description="what a change of system files (binaries, interpreters, ld.so.preload, "
+        "site-packages, /etc/profile.d) not in `allow_system_changes` does: flag the "
+        "episode for review, or also score it 0",
+    )
+    allow_system_changes: list[str] = Field(
+        [], description="globs of system paths the reference solution changes (not flagged)"
+    )
 
 
 @in_agent_sandbox("harbor")
 async def verify_in_sandbox(box: Sandbox, tests: Path, check: HarborCheck, workdir: str) -> Score:
-    """Harbor's verification in the agent's own (running) sandbox: ``/tests`` and the reward
-    folder are laid down fresh (nothing the agent left there counts), ``test.sh`` runs, and
-    its reward file is read. The agent's failures score 0; only a sandbox that dies raises."""
+    """Run Harbor's verification in ``box`` (the agent's own sandbox in ``shared`` mode,
+    else one made for it): ``/tests`` and the reward folder are laid down fresh (nothing
+    left there counts), ``test.sh`` runs, and its reward file is read. A reward that is
+    missing or unreadable, or a ``test.sh`` that timed out, is ``Score.error``; only a
+    sandbox that dies raises."""
     started = time.monotonic()
     quoted = f"{shlex.quote(TESTS)} {shlex.quote(LOGS)}"
     ready = await box.exec(
@@ -50,38 +92,41 @@ async def verify_in_sandbox(box: Sandbox, tests: Path, check: HarborCheck, workd
         timeout=120,
     )
     if not ready.ok:
-        return _zero(f"could not lay out {TESTS} and {LOGS}: {ready.stderr.strip()[-500:]}")
+        return _error(f"could not lay out {TESTS} and {LOGS}: {ready.stderr.strip()[-500:]}")
     await box.upload(tests, TESTS)
     ran = await box.exec(
         ["bash", f"{TESTS}/test.sh"], timeout=check.timeout_s, cwd=workdir, env=check.env
     )
     output = (ran.stdout + ran.stderr).strip()[-2000:]
+    said = f"test.sh exit {ran.exit_code}; its output:\n{output}"
     if ran.timed_out:
-        return _zero(f"test.sh timed out after {check.timeout_s:g} s\n{output}", started)
-    rewards, problem = await _rewards(box)
+        return _error(f"test.sh timed out after {check.timeout_s:g} s\n{output}", started)
+    rewards, problem = await read_rewards(box)
     if problem is not None:
-        return _zero(f"{problem} (test.sh exit {ran.exit_code})\n{output}", started)
+        return _error(f"{problem} ({said})", started)
+    return scored(rewards, said, time.monotonic() - started)
+
+
+def scored(rewards: dict[str, float], said: str, took: float) -> Score:
+    """The score of Harbor's named rewards: ``reward`` if present, else their mean, clamped
+    to [0, 1] (and said so); each name a check; ``said`` (test.sh's output) in the first."""
     reward = rewards["reward"] if "reward" in rewards else sum(rewards.values()) / len(rewards)
     clamped = min(1.0, max(0.0, reward))
     checks = [
         CheckResult(name=name, score=min(1.0, max(0.0, value)), passed=value >= 1.0)
         for name, value in rewards.items()
     ]
-    if clamped != reward:
-        checks[0].detail = f"reward {reward:g} clamped to [0, 1]"
-    return Score(
-        reward=clamped,
-        passed=clamped >= 1.0,
-        checks=checks,
-        duration_s=time.monotonic() - started,
-    )
+    note = f"reward {reward:g} clamped to [0, 1]\n" if clamped != reward else ""
+    checks[0].detail = (note + said)[:4000]
+    return Score(reward=clamped, passed=clamped >= 1.0, checks=checks, duration_s=took)
 
 
-async def _rewards(box: Sandbox) -> tuple[dict[str, float], str | None]:
-    """The rewards test.sh wrote, or why there are none. Each file is taken as a tar of at
-    most :data:`MAX_REWARD_FILE` bytes: whatever left it there, it costs the runner no more
+async def read_rewards(box: Sandbox) -> tuple[dict[str, float], str | None]:
+    """The rewards test.sh wrote, as Harbor takes them (``reward.json`` over
+    ``reward.txt``), or why there are none. Each file is taken as a tar of at most
+    :data:`MAX_REWARD_FILE` bytes: whatever left it there, it costs the runner no more
     memory than that, and a symlink is not followed."""
-    for name, parse in (("reward.txt", _from_text), ("reward.json", _from_json)):
+    for name, parse in (("reward.json", _from_json), ("reward.txt", _from_text)):
         path = f"{LOGS}/{name}"
         with scratch.folder("reward") as tmp:
             tar_path = Path(tmp) / "reward.tar"
@@ -94,11 +139,13 @@ async def _rewards(box: Sandbox) -> tuple[dict[str, float], str | None]:
             raw = _only_file(tar_path, name)
         if raw is None:
             return {}, f"{path} is not a regular file"
+        if not raw.strip():
+            return {}, f"{path} is empty"
         try:
             return parse(raw), None
         except (ValueError, TypeError) as e:
             return {}, f"{path}: {e}"
-    return {}, f"test.sh wrote no {LOGS}/reward.txt nor reward.json"
+    return {}, f"test.sh wrote no {LOGS}/reward.json nor reward.txt"
 
 
 def _only_file(tar_path: Path, name: str) -> bytes | None:
@@ -133,7 +180,10 @@ def _from_json(raw: bytes) -> dict[str, float]:
     return rewards
 
 
-def _zero(detail: str, started: float | None = None) -> Score:
-    check = CheckResult(name="tests/test.sh", score=0.0, passed=False, detail=detail[:4000])
+def _error(detail: str, started: float | None = None) -> Score:
+    """A verifier error (Harbor's RewardFileNotFound, parse and timeout errors): not a 0,
+    not counted in pass@k; the reason and test.sh's output in the check."""
+    check = CheckResult(name=NAME, score=0.0, passed=False, detail=detail[:4000], error=True)
     took = time.monotonic() - started if started is not None else 0.0
-    return Score(reward=0.0, passed=False, checks=[check], duration_s=took)
+    first = detail.splitlines()[0] if detail else "no reward"
+    return Score(reward=0.0, passed=False, checks=[check], error=first[:500], duration_s=took)

@@ -1,0 +1,92 @@
+"""The system files an agent changed: the engine's own list of what differs between the
+agent's container and its image (``docker diff``), kept to the places that decide what a
+verifier's programs do (binaries, interpreters and their libraries, ``ld.so.preload``,
+site-packages, shell start-up files). The engine computes it from the container's layer,
+so nothing the agent left in the sandbox can change the answer; a verifier that runs on
+the agent's filesystem (a Harbor task) shows it beside its reward."""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Iterable
+
+import anyio
+
+from agentenv.log import get_logger
+from agentenv.sandbox.protocol import Sandbox
+
+log = get_logger(__name__)
+
+WATCHED = (
+    "/bin/",
+    "/sbin/",
+    "/usr/bin/",
+    "/usr/sbin/",
+    "/usr/local/bin/",
+    "/usr/local/sbin/",
+    "/usr/libexec/",
+    "/lib/",
+    "/lib64/",
+    "/usr/lib/",
+    "/usr/lib64/",
+    "/usr/local/lib/",
+    "/etc/alternatives/",
+    "/etc/profile.d/",
+    "/etc/ld.so.conf.d/",
+)
+"""Folders whose every file is watched (programs, interpreters, libraries, site-packages)."""
+WATCHED_FILES = frozenset(
+    {
+        "/etc/ld.so.preload",
+        "/etc/ld.so.conf",
+        "/etc/profile",
+        "/etc/bash.bashrc",
+        "/etc/environment",
+        "/root/.bashrc",
+        "/root/.profile",
+        "/root/.bash_profile",
+    }
+)
+_KINDS = {0: "changed", 1: "added", 2: "removed", "C": "changed", "A": "added", "D": "removed"}
+
+
+def watched(path: str) -> bool:
+    """Whether ``path`` is a system file whose change is reported (compiled bytecode caches
+    left out: running any Python program as root writes them)."""
+    if "/__pycache__/" in path or path.endswith(".pyc"):
+        return False
+    return path in WATCHED_FILES or any(path.startswith(folder) for folder in WATCHED)
+
+
+def findings(changes: Iterable[tuple[str, str]], allowed: Iterable[str] = ()) -> list[str]:
+    """``(kind, path)`` pairs from the engine, as sorted lines like ``/usr/bin/python3
+    changed``: the watched ones not matched by an ``allowed`` glob, leaves only (a folder
+    is listed as changed whenever a file in it is)."""
+    allowed = list(allowed)
+    picked = {p: k for k, p in changes if watched(p)}
+    leaves = [p for p in picked if not any(q.startswith(p + "/") for q in picked)]
+    kept = [p for p in leaves if not any(fnmatch.fnmatchcase(p, g) for g in allowed)]
+    return [f"{p} {picked[p]}" for p in sorted(kept)]
+
+
+async def container_changes(box: Sandbox) -> list[tuple[str, str]] | None:
+    """What the engine says changed in ``box``'s filesystem since its image (``None`` when
+    its backend cannot say: then no finding is claimed either way)."""
+    backend = box.spec.backend
+    try:
+        if backend == "docker":
+            from agentenv.sandbox.docker.engine import get_engine
+
+            engine = await get_engine()
+            raw = await engine.run(engine.api.diff, box.id) or []
+            return [(_KINDS.get(e.get("Kind"), "changed"), str(e.get("Path"))) for e in raw]
+        if backend == "podman":
+            done = await anyio.run_process(["podman", "diff", box.id], check=False)
+            if done.returncode != 0:
+                return None
+            lines = done.stdout.decode(errors="replace").splitlines()
+            pairs = (line.split(" ", 1) for line in lines if " " in line)
+            return [(_KINDS.get(k, "changed"), p) for k, p in pairs]
+    except Exception as e:  # a report, not a verdict: the engine's failure is logged
+        log.warning("system_changes.failed", sandbox=box.id, error=str(e))
+    return None
