@@ -71,8 +71,12 @@ REFUSALS = {
     '[agent]\nnetwork_mode = "allowlist"\n': "agent.network_mode: a network allowlist",
     '[verifier]\nnetwork_mode = "public"\n': "verifier.network_mode: 'public' differs",
     '[[verifier.collect]]\ncommand = "true"\n': "verifier.collect: collect commands",
-    '[verifier]\nenvironment_mode = "separate"\n': "verifier.environment_mode: a separate verifier",
-    "[verifier.environment]\ncpus = 1\n": "verifier.environment: a separate verifier",
+    '[verifier]\nenvironment_mode = "fresh"\n': "verifier.environment_mode: 'fresh' is not",
+    "[verifier.environment]\ncpus = 1\n": "verifier.environment.cpus: a separate verifier's cpus",
+    'artifacts = ["/app/out"]\n': "artifacts: collecting artifacts into the job folder",
+    '[verifier]\nenvironment_mode = "separate"\n[[artifacts]]\nsource = "/w"\nexclude = ["x"]\n': (
+        "artifacts[0].exclude: an artifact's exclude is not supported"
+    ),
     '[agent]\nuser = "agent"\n': "agent.user: 'agent': a user name is not supported yet",
     "[verifier]\nuser = 1000\n": "verifier.user: 1000: test.sh runs as root",
     "[environment]\ngpus = 1\n": "environment.gpus: 1: agentenv's sandboxes have no GPUs",
