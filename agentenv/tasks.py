@@ -95,7 +95,6 @@ class Task(BaseModel):
     env: dict[str, str] = {}
     solution_env: dict[str, str] = {}
     healthcheck: Healthcheck | None = None  # passed before the agent gets the sandbox
-    build_timeout_s: float | None = Field(None, gt=0)  # the Dockerfile's build, at most
     instruction: str = ""
     folder: Path | None = None
 
@@ -203,7 +202,7 @@ def task_digest(task: Task) -> str:
     """A digest of everything in the task's folder: a job refuses to resume when it changed."""
     # fields added since jobs were first written are left out at their default, so that
     # a job started before them still resumes
-    fresh = {
+    fresh: dict[str, object] = {
         "tools": None,
         "network": "none",
         "cpus": 1.0,
@@ -211,7 +210,6 @@ def task_digest(task: Task) -> str:
         "env": {},
         "solution_env": {},
         "healthcheck": None,
-        "build_timeout_s": None,
     }
     unset = {name for name, default in fresh.items() if getattr(task, name) == default}
     h = hashlib.sha256(task.model_dump_json(exclude={"folder", *unset}).encode())

@@ -38,6 +38,7 @@ from agentenv.model.client import EventCallback
 from agentenv.model.types import ChatModel
 from agentenv.runner.harbor_verdict import harbor_verdict
 from agentenv.runner.healthcheck import wait_healthy
+from agentenv.runner.image_user import with_image_user
 from agentenv.runner.system_changes import container_changes
 from agentenv.runner.workspace import safe_workspace, workspace_tar
 from agentenv.sandbox import (
@@ -176,6 +177,7 @@ async def prepare(
     and is snapshotted; with ``keep_s`` the snapshot outlives this process that long.
     ``workspace`` replaces the task's ``workspace/`` folder (a repo's clone, say). Release
     it with :func:`release`. Its sandboxes are ``backend``'s (the default one for ``None``)."""
+    task = await with_image_user(task, backend or default_backend())  # a name: its uid:gid
     dockerfile = task.folder / task.dockerfile if task.folder and task.dockerfile else None
     user = _ROOT if task.user == "root" else task.user
     folder = workspace if workspace is not None else task.workspace
