@@ -45,6 +45,23 @@ FROM_THE_FOLDER = ("instruction", "folder")
 folder's name)."""
 
 
+class Healthcheck(BaseModel):
+    """A command that must pass before the agent gets its sandbox (Harbor's ``[environment]
+    healthcheck``, Docker HEALTHCHECK's options): tried every ``interval_s`` (every
+    ``start_interval_s`` within the first ``start_period_s``, whose failures do not count)
+    until it exits 0; the ``retries``-th failure in a row after the start period fails the
+    episode (:mod:`agentenv.runner.healthcheck`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    command: str = Field(min_length=1)  # run with ``bash -c`` in the workdir; exit 0 is healthy
+    interval_s: float = Field(5.0, ge=0)
+    timeout_s: float = Field(30.0, gt=0)  # one try's
+    start_period_s: float = Field(0.0, ge=0)
+    start_interval_s: float = Field(5.0, ge=0)
+    retries: int = Field(3, ge=0)
+
+
 class Task(BaseModel):
     """A task as loaded from its folder (``task.toml`` plus the files beside it)."""
 
@@ -60,7 +77,8 @@ class Task(BaseModel):
     tools: list[str] | None = None  # the built-in tools the agent gets; default: all of them
     setup: str | None = None  # a command run once before the agent (forked groups share it)
     verifier: Check | None = None
-    user: str = Field(AGENT_USER, pattern=r"^(root|\d+(:\d+)?)$")  # uid:gid, or "root"
+    # uid:gid, "root", or a user name in the image (resolved to its uid:gid at prepare)
+    user: str = Field(AGENT_USER, pattern=r"^(root|\d+(:\d+)?|[A-Za-z_][A-Za-z0-9_.-]*)$")
     read_only: bool = True  # the agent's root filesystem; only the workdir and /tmp are writable
     # start the sandbox as the image starts (its ENTRYPOINT, as its USER; Harbor's tasks)
     image_entrypoint: bool = False
@@ -72,6 +90,11 @@ class Task(BaseModel):
     network: Literal["none", "bridge"] = "none"
     cpus: float = Field(1.0, gt=0, le=64)
     memory: int = 4 << 30
+    # the environment of the agent's commands (Harbor's [environment.env]); the oracle's
+    # reference solution gets ``solution_env`` on top (Harbor's [solution].env)
+    env: dict[str, str] = {}
+    solution_env: dict[str, str] = {}
+    healthcheck: Healthcheck | None = None  # passed before the agent gets the sandbox
     instruction: str = ""
     folder: Path | None = None
 
@@ -179,7 +202,15 @@ def task_digest(task: Task) -> str:
     """A digest of everything in the task's folder: a job refuses to resume when it changed."""
     # fields added since jobs were first written are left out at their default, so that
     # a job started before them still resumes
-    fresh = {"tools": None, "network": "none", "cpus": 1.0, "memory": 4 << 30}
+    fresh: dict[str, object] = {
+        "tools": None,
+        "network": "none",
+        "cpus": 1.0,
+        "memory": 4 << 30,
+        "env": {},
+        "solution_env": {},
+        "healthcheck": None,
+    }
     unset = {name for name, default in fresh.items() if getattr(task, name) == default}
     h = hashlib.sha256(task.model_dump_json(exclude={"folder", *unset}).encode())
     if task.folder is not None:
@@ -190,4 +221,12 @@ def task_digest(task: Task) -> str:
     return h.hexdigest()[:16]
 
 
-__all__ = ["Task", "TaskError", "load_task", "load_tasks", "task_digest", "task_warnings"]
+__all__ = [
+    "Healthcheck",
+    "Task",
+    "TaskError",
+    "load_task",
+    "load_tasks",
+    "task_digest",
+    "task_warnings",
+]

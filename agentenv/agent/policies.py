@@ -59,13 +59,16 @@ def oracle(
     timeout_s: float = 1800,
     files: dict[str, str] | None = None,
     solution_dir: str | None = None,
+    env: dict[str, str] | None = None,
 ) -> ScriptedModel:
     """A policy that writes ``solution`` (the text of a task's reference script) into the
     sandbox, runs it with bash in the working directory, and submits. ``files`` (relative
     path → text: the rest of a task's ``solution/`` folder) are written next to it first;
     the script finds them in ``$SOLUTION_DIR``. With ``solution_dir`` (a Harbor task's
     :data:`HARBOR_SOLUTION_DIR`) the folder is laid out there, the script as ``solve.sh``
-    beside its files, as Harbor's oracle uploads ``solution/`` and runs ``solve.sh``."""
+    beside its files, as Harbor's oracle uploads ``solution/`` and runs ``solve.sh``.
+    ``env`` (a Harbor task's ``[solution].env``) is the script's environment on top of the
+    sandbox's, for that command only (its values show in the trajectory's command)."""
     folder = solution_dir or SOLUTION_DIR
     script = f"{solution_dir}/solve.sh" if solution_dir else SOLUTION_PATH
     writes = [
@@ -73,7 +76,10 @@ def oracle(
         for i, (name, text) in enumerate(sorted((files or {}).items()))
     ]
     n = len(writes)
-    run = f"SOLUTION_DIR={shlex.quote(folder)} bash {shlex.quote(script)}"
+    assigned = [
+        f"{name}={value}" for name, value in {**(env or {}), "SOLUTION_DIR": folder}.items()
+    ]
+    run = shlex.join(["env", *assigned, "bash", script])
     turn = Completion(
         content="Running the reference solution.",
         finish_reason="tool_calls",

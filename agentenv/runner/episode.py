@@ -37,6 +37,8 @@ from agentenv.log import get_logger
 from agentenv.model.client import EventCallback
 from agentenv.model.types import ChatModel
 from agentenv.runner.harbor_verdict import harbor_verdict
+from agentenv.runner.healthcheck import wait_healthy
+from agentenv.runner.image_user import with_image_user
 from agentenv.runner.system_changes import container_changes
 from agentenv.runner.workspace import safe_workspace, workspace_tar
 from agentenv.sandbox import (
@@ -138,7 +140,7 @@ def agent_spec(prepared: Prepared, *, outlive_owner: bool = False) -> SandboxSpe
         network=task.network,
         cpus=task.cpus,
         memory=task.memory,
-        env={} if root else {"HOME": "/tmp"},
+        env={**({} if root else {"HOME": "/tmp"}), **task.env},  # the task's: Harbor's
         outlive_owner=outlive_owner,
     )
 
@@ -175,6 +177,7 @@ async def prepare(
     and is snapshotted; with ``keep_s`` the snapshot outlives this process that long.
     ``workspace`` replaces the task's ``workspace/`` folder (a repo's clone, say). Release
     it with :func:`release`. Its sandboxes are ``backend``'s (the default one for ``None``)."""
+    task = await with_image_user(task, backend or default_backend())  # a name: its uid:gid
     dockerfile = task.folder / task.dockerfile if task.folder and task.dockerfile else None
     user = _ROOT if task.user == "root" else task.user
     folder = workspace if workspace is not None else task.workspace
@@ -240,8 +243,11 @@ async def start_sandbox(prepared: Prepared, *, outlive_owner: bool = False) -> S
     back."""
     spec = agent_spec(prepared, outlive_owner=outlive_owner)
     box = await (create(spec) if outlive_owner else reuse_or_create(spec))
+    task = prepared.task
     try:
-        await box.upload_tar(prepared.workspace, prepared.task.workdir)
+        await box.upload_tar(prepared.workspace, task.workdir)
+        if task.healthcheck is not None:  # the agent gets it only once it passes
+            await wait_healthy(box, task.healthcheck, task_id=task.id, workdir=task.workdir)
     except BaseException:
         await box.close()
         raise

@@ -62,6 +62,7 @@ class Policies:
                 task.solution.read_text(),
                 files=task.solution_files(),
                 solution_dir=policies.HARBOR_SOLUTION_DIR if harbor else None,
+                env=task.solution_env,
             )
         if self.spec.startswith("command:"):
             _needs(task, "a command policy", ("bash", "submit"))

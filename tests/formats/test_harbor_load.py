@@ -59,9 +59,6 @@ REFUSALS = {
     '[[steps]]\nname = "one"\n': "steps: multi-step tasks",
     'multi_step_reward_strategy = "mean"\n': "multi_step_reward_strategy: multi-step",
     '[environment]\nskills_dir = "/skills"\n': "environment.skills_dir: skills",
-    '[environment]\nhealthcheck = {command = "true"}\n': "environment.healthcheck: a healthcheck",
-    '[environment.env]\nA = "1"\n': "environment.env: environment variables for the agent",
-    '[solution.env]\nA = "1"\n': "solution.env: environment variables for the oracle",
     '[[environment.mcp_servers]]\nname = "m"\nurl = "http://m/mcp"\n': (
         "environment.mcp_servers: MCP"
     ),
@@ -77,7 +74,11 @@ REFUSALS = {
     '[verifier]\nenvironment_mode = "separate"\n[[artifacts]]\nsource = "/w"\nexclude = ["x"]\n': (
         "artifacts[0].exclude: an artifact's exclude is not supported"
     ),
-    '[agent]\nuser = "agent"\n': "agent.user: 'agent': a user name is not supported yet",
+    '[agent]\nuser = "a gent"\n': "agent.user: 'a gent' is not a user name or a uid",
+    '[environment.env]\n"A=B" = "1"\n': "environment.env.A=B: 'A=B' is not an environment",
+    "[environment.healthcheck]\ncommand = 'true'\ninterval_sec = -1\n": (
+        "environment.healthcheck.interval_sec: -1"
+    ),
     "[verifier]\nuser = 1000\n": "verifier.user: 1000: test.sh runs as root",
     "[environment]\ngpus = 1\n": "environment.gpus: 1: agentenv's sandboxes have no GPUs",
     '[environment]\ntpu = {type = "v6e", topology = "2x2"}\n': "environment.tpu: agentenv's",
@@ -155,7 +156,7 @@ def test_real_cookbook_tasks_load_or_are_refused_naming_the_feature(tmp_path: Pa
     assert f"{spec}: environment.skills_dir" in refused(cookbook(tmp_path, "skills"))
     multi = refused(cookbook(tmp_path, "multi-step"))
     spec = str(tmp_path / "multi-step" / "task.toml")
-    for field in ("steps", "artifacts", "environment.env"):
+    for field in ("steps", "artifacts"):
         assert f"{spec}: {field}: " in multi, multi
     mcp = refused(cookbook(tmp_path, "mcp-tools"))
     assert "mcp-tools/environment/docker-compose.yaml: docker-compose environments" in mcp

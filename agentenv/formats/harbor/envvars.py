@@ -12,6 +12,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _TEMPLATE = re.compile(r"\$\{([^}:]+)(?::-(.*))?\}")  # Harbor's: the whole value, or nothing
 
 
@@ -31,6 +32,9 @@ def resolve(
     host = os.environ if host is None else host
     resolved: dict[str, str] = {}
     for key, value in table.items():
+        if not _NAME.fullmatch(str(key)):  # it is passed as NAME=value to commands
+            bad(f"{field}.{key}", f"{key!r} is not an environment variable's name")
+            continue
         if not isinstance(value, str):  # Harbor's models take strings only here too
             bad(f"{field}.{key}", f"{value!r} is not a string")
             continue

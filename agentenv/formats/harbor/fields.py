@@ -34,6 +34,9 @@ HARBOR_FIELDS = {
     "verifier.harbor.env": "verifier.env",
     "verifier.harbor.image": "verifier.environment.docker_image",
     "verifier.harbor.artifacts": "artifacts",
+    "env": "environment.env",
+    "solution_env": "solution.env",
+    "healthcheck": "environment.healthcheck",
 }
 """The agentenv task field (dotted) → the Harbor task.toml field it comes from, so that an
 error found in the agentenv task names the field the user wrote."""
@@ -54,7 +57,7 @@ def task_fields(raw: dict[str, Any], folder: Path, spec_file: Path) -> dict[str,
         bad("schema_version", f"{version!r} is not a Harbor schema agentenv runs ({known})")
         raise Problems(problems)  # the rest is read as one of these versions
     tables = ("environment", "agent", "verifier", "metadata", "task", "solution")
-    env, agent, verifier, metadata, task, _ = (_table(raw, key, bad) for key in tables)
+    env, agent, verifier, metadata, task, solution = (_table(raw, key, bad) for key in tables)
     unknown_keys(raw, bad)
     problems += refusals(raw, folder, bad)
     checked = verifier_fields(raw, folder, bad)  # where test.sh runs: mode, image, artifacts
@@ -65,6 +68,7 @@ def task_fields(raw: dict[str, Any], folder: Path, spec_file: Path) -> dict[str,
     tags = [*_strings(metadata, "tags", "metadata", bad), *_strings(task, "keywords", "task", bad)]
     if metadata.get("category"):
         tags.append(str(metadata["category"]))
+    task_env = resolve(env.get("env"), "environment.env", bad)  # Harbor's: every command's
     _number(env, "build_timeout_sec", "environment", bad)  # accepted, see docs/harbor.md
     fields: dict[str, Any] = {
         "id": re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-._") or "task",
@@ -80,12 +84,15 @@ def task_fields(raw: dict[str, Any], folder: Path, spec_file: Path) -> dict[str,
             "kind": "harbor",
             "name": "tests/test.sh",
             "timeout_s": _number(verifier, "timeout_sec", "verifier", bad) or 600.0,
-            "env": resolve(verifier.get("env"), "verifier.env", bad),
+            "env": _verifier_env(task_env, verifier, bad),
             **checked,
         },
         "limits": Limits(
             wall_time_s=_number(agent, "timeout_sec", "agent", bad, zero_is_none=True)
         ),
+        "env": task_env,
+        "solution_env": resolve(solution.get("env"), "solution.env", bad),
+        "healthcheck": _healthcheck(env, bad),
     }
     if _user(verifier, "verifier", bad) != "root":
         bad("verifier.user", f"{verifier['user']!r}: test.sh runs as root here (Harbor's default)")
@@ -121,17 +128,59 @@ def _workdir(env: dict[str, Any], folder: Path, problems: list[Problem], bad: Ba
 
 def _user(table: dict[str, Any], where: str, bad: Bad) -> str:
     """``[agent] user`` / ``[verifier] user`` as agentenv's: root (Harbor's default, the
-    image's root user) or a uid; a user name is refused (agentenv cannot look it up in the
-    image at load)."""
+    image's root user), a uid, or a user name (looked up in the image when the task is
+    prepared: one the image lacks is refused then, naming the field)."""
     user = table.get("user")
     if user is None or user in ("root", 0, "0", "0:0"):
         return "root"
     if isinstance(user, int) and not isinstance(user, bool) and user > 0:
         return str(user)
-    if isinstance(user, str) and re.fullmatch(r"\d+(:\d+)?", user):
+    if isinstance(user, str) and re.fullmatch(r"\d+(:\d+)?|[A-Za-z_][A-Za-z0-9_.-]*", user):
         return user
-    bad(f"{where}.user", f"{user!r}: a user name is not supported yet; give a uid (as 1000)")
+    bad(f"{where}.user", f"{user!r} is not a user name or a uid (as 1000 or '1000:1000')")
     return "root"
+
+
+def _verifier_env(task_env: dict[str, str], verifier: dict[str, Any], bad: Bad) -> dict[str, str]:
+    """test.sh's environment as Harbor's: ``[verifier.env]`` over the task's
+    ``[environment.env]`` (every command in the task's environment gets it), except in a
+    verifier environment of its own (``[verifier.environment]``), which has its own."""
+    own = resolve(verifier.get("env"), "verifier.env", bad)
+    return own if "environment" in verifier else {**task_env, **own}
+
+
+_HEALTHCHECK = {  # Harbor's key → the Healthcheck field
+    "interval_sec": "interval_s",
+    "timeout_sec": "timeout_s",
+    "start_period_sec": "start_period_s",
+    "start_interval_sec": "start_interval_s",
+}
+
+
+def _healthcheck(env: dict[str, Any], bad: Bad) -> dict[str, Any] | None:
+    """``[environment] healthcheck`` as a :class:`~agentenv.tasks.Healthcheck`'s fields."""
+    table = env.get("healthcheck")
+    if table is None:
+        return None
+    if not isinstance(table, dict) or not isinstance(table.get("command"), str):
+        bad("environment.healthcheck", "must be a table with a command (a string)")
+        return None
+    fields: dict[str, Any] = {"command": table["command"]}
+    for key, field in _HEALTHCHECK.items():
+        value = table.get(key)
+        if value is None:
+            continue
+        least = 0.0 if key != "timeout_sec" else math.ulp(0.0)  # no pause is fine, no time not
+        if isinstance(value, bool) or not isinstance(value, int | float) or not value >= least:
+            bad(f"environment.healthcheck.{key}", f"{value!r} is not a number of seconds")
+        else:
+            fields[field] = float(value)
+    retries = table.get("retries", 3)
+    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+        bad("environment.healthcheck.retries", f"{retries!r} is not a whole number >= 0")
+    else:
+        fields["retries"] = retries
+    return fields
 
 
 def _network(env: dict[str, Any], agent: dict[str, Any], verifier: dict[str, Any], bad: Bad) -> str:

@@ -60,17 +60,11 @@ def _not_yet(raw: dict[str, Any], env: dict[str, Any], verifier: dict[str, Any],
         "verifier.collect": verifier.get("collect"),
         "environment.mcp_servers": env.get("mcp_servers"),
         "environment.skills_dir": env.get("skills_dir"),
-        "environment.healthcheck": env.get("healthcheck"),
-        "environment.env": env.get("env"),
-        "solution.env": _table(raw, "solution").get("env"),
     }
     why = {
         "verifier.collect": "collect commands ([[verifier.collect]])",
         "environment.mcp_servers": "MCP servers",
         "environment.skills_dir": "skills (skills_dir)",
-        "environment.healthcheck": "a healthcheck before the agent starts",
-        "environment.env": "environment variables for the agent's commands",
-        "solution.env": "environment variables for the oracle's solve.sh",
     }
     for field, value in given.items():
         if value not in (None, [], {}, ""):
