@@ -30,6 +30,7 @@ from agentenv.runner.system_changes import findings
 from agentenv.sandbox import SandboxSpec, create
 from agentenv.sandbox.errors import ArchiveTooLarge, EngineUnavailable, SandboxUnavailable
 from agentenv.sandbox.protocol import Sandbox
+from agentenv.verify.base import CHECKER_CAPS
 from agentenv.verify.kinds.harbor import ARTIFACTS, NAME, HarborCheck, verify_in_sandbox
 from agentenv.verify.score import CheckResult, Score
 
@@ -57,7 +58,8 @@ def verifier_spec(prepared: Prepared, image: str) -> SandboxSpec:
         image=image,
         dockerfile=prepared.dockerfile if image == prepared.image else None,
         workdir=task.workdir,
-        user=None,
+        user="0:0",  # agentenv's commands: root that may drop to test.sh's user
+        cap_add=CHECKER_CAPS,
         read_only=False,
         disk=task.disk,
         network=task.network,

@@ -47,13 +47,16 @@ WATCHED_FILES = frozenset(
         "/root/.bash_profile",
     }
 )
+ENGINE_MADE = frozenset({"/sbin/docker-init", "/usr/sbin/docker-init"})
+"""What the engine itself puts in every container (its init, mounted where the image may
+have no such file): never the agent's doing."""
 _KINDS = {0: "changed", 1: "added", 2: "removed", "C": "changed", "A": "added", "D": "removed"}
 
 
 def watched(path: str) -> bool:
     """Whether ``path`` is a system file whose change is reported (compiled bytecode caches
     left out: running any Python program as root writes them)."""
-    if "/__pycache__/" in path or path.endswith(".pyc"):
+    if "/__pycache__/" in path or path.endswith(".pyc") or path in ENGINE_MADE:
         return False
     return path in WATCHED_FILES or any(path.startswith(folder) for folder in WATCHED)
 

@@ -114,13 +114,39 @@ async def test_the_agent_runs_as_the_images_user(tmp_path: Path) -> None:
 
 @pytest.mark.xfail(
     strict=True,
-    reason="left: Harbor uploads /solution and /tests as root (docker cp) and runs solve.sh "
-    "and test.sh as the image's USER; here the oracle writes /solution and the in-agent "
-    "verifier lays out /tests as the sandbox's user, which may not write to /",
+    reason="left: Harbor copies /solution in as root and runs solve.sh as the image's USER; "
+    "here the oracle writes /solution through its tool calls as that user, who may not write "
+    "to / (the verifier's side, /tests laid out by root, is done: the test above)",
 )
 async def test_a_task_whose_image_has_a_user_of_its_own_is_graded(tmp_path: Path) -> None:
     reward, checks = await _run(_user_task(tmp_path), "oracle")
     assert reward == 1.0, checks
+
+
+@pytest.mark.parametrize("verifier_user", [None, "root"])
+async def test_a_task_whose_image_has_a_user_of_its_own_is_verified_as_harbor_does(
+    tmp_path: Path, verifier_user: str | None
+) -> None:
+    # /tests and /logs/verifier are laid out by root, as Harbor copies them in; test.sh runs
+    # as the image's USER, or as [verifier] user when the task names one
+    folder = _user_task(tmp_path)
+    test = folder / "tests" / "test.sh"
+    test.write_text(
+        test.read_text().replace("if [", f'if [ "$(id -un)" = {verifier_user or "app"} ] && [', 1)
+    )
+    if verifier_user:
+        toml = folder / "task.toml"
+        toml.write_text(
+            toml.read_text().replace("[verifier]\n", f'[verifier]\nuser = "{verifier_user}"\n')
+        )
+    task = load_task(folder)
+    policies = Policies("command:id -un > /app/whoami.txt && echo hello > /app/out.txt")
+    try:
+        traj, _ = await run_task(task, policies.for_task(task))
+    finally:
+        await policies.aclose()
+    assert traj.score is not None and traj.reward == 1.0, traj.score  # was a layout error
+    assert traj.score.suspicious == [], traj.score.suspicious  # the engine's init is not a change
 
 
 async def test_a_workdir_the_image_lacks_is_where_everything_runs(tmp_path: Path) -> None:

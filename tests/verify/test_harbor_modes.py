@@ -68,6 +68,7 @@ def test_findings_keep_system_files_leaves_and_allowed_globs_out() -> None:
         ("added", "/app/out.txt"),
         ("changed", "/etc/hostname"),
         ("added", "/usr/local/bin/mytool"),
+        ("added", "/usr/sbin/docker-init"),  # the engine's --init, in every container
     ]
     assert findings(changes, ["/usr/local/bin/mytool"]) == [
         "/etc/ld.so.preload added",

@@ -43,6 +43,7 @@ from agentenv.sandbox.container.renew import recycle, writable_mounts
 from agentenv.sandbox.errors import (
     ArchiveTooLarge,
     EngineUnavailable,
+    ExecUserError,
     SandboxClosed,
     SandboxError,
     SandboxPaused,
@@ -255,16 +256,17 @@ class ContainerSandbox:
         run = self._executors.exec
         if self.exec_mode != "fast" and self._direct is not None:
             run = self._direct.exec
-        return await run(
-            cmd,
-            timeout=timeout,
-            cwd=cwd,
-            env=env,
-            stdin=stdin,
-            max_output=max_output,
-            on_output=on_output,
-            user=user,
-        )
+        args: dict[str, Any] = dict(timeout=timeout, cwd=cwd, env=env, stdin=stdin)
+        args |= dict(max_output=max_output, on_output=on_output, user=user)
+        try:
+            return await run(cmd, **args)
+        except ExecUserError as e:
+            # the executor may not switch (no CAP_SETUID there: an image's USER that is not
+            # root keeps even a root exec's capabilities empty); the engine can, and nothing
+            # ran, so the command goes that way
+            if e.reason != "not_permitted" or self._direct is None or run == self._direct.exec:
+                raise
+            return await self._direct.exec(cmd, **args)
 
     def _failures_or(self, *more: type[Exception]) -> tuple[type[Exception], ...]:
         """The driver's failures and ``more``: what an ``except`` that handles both names."""

@@ -10,17 +10,19 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shlex
 import tarfile
 import time
+from collections.abc import Awaitable
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentenv import scratch
-from agentenv.sandbox.errors import ArchiveTooLarge
-from agentenv.sandbox.protocol import Sandbox
+from agentenv.sandbox.errors import ArchiveTooLarge, ExecUserError
+from agentenv.sandbox.protocol import ExecResult, Sandbox
 from agentenv.verify.base import CheckBase
 from agentenv.verify.registry import in_agent_sandbox
 from agentenv.verify.score import CheckResult, Score
@@ -76,6 +78,11 @@ class HarborCheck(CheckBase):
     allow_system_changes: list[str] = Field(
         [], description="globs of system paths the reference solution changes (not flagged)"
     )
+    user: str | None = Field(
+        None,
+        description="who test.sh runs as (a name, uid or uid:gid; Harbor's `[verifier] "
+        "user`); the image's USER when unset, as in Harbor",
+    )
 
 
 @in_agent_sandbox("harbor")
@@ -86,18 +93,45 @@ async def verify_in_sandbox(box: Sandbox, tests: Path, check: HarborCheck, workd
     missing or unreadable, or a ``test.sh`` that timed out, is ``Score.error``; only a
     sandbox that dies raises."""
     started = time.monotonic()
+    # laid out by root, as Harbor copies them in, whoever the image's USER is: the tests
+    # root's and readable by all, the reward folder writable by test.sh's user. They are
+    # uploaded (by whoever the sandbox runs as) to a folder of a name nobody could know
+    staged = f"/tmp/.agentenv-tests-{os.urandom(8).hex()}"
     quoted = f"{shlex.quote(TESTS)} {shlex.quote(LOGS)}"
-    ready = await box.exec(
-        ["/bin/sh", "-c", f"rm -rf {quoted} && mkdir -p {quoted} && chmod 0777 {LOGS}"],
-        timeout=120,
+    ready, root = await _as_root(
+        box,
+        f"rm -rf {quoted} && mkdir -p {LOGS} && chmod 0777 {LOGS} && mkdir -m 0777 {staged} "
+        # the image's USER: the container's first process runs as it (/proc/1's owner
+        # can be root for any process that is not dumpable; its status says who it is)
+        "&& awk '/^Uid:/{u=$2} /^Gid:/{g=$2} END{print u\":\"g}' /proc/1/status",
     )
+    image_user = ready.stdout.strip() or None
+    if ready.ok:
+        await box.upload(tests, staged)
+        ready = await box.exec(
+            f"mv {staged} {TESTS} && chmod -R a+rX,go-w {TESTS}"
+            + (f" && chown -R 0:0 {TESTS}" if root else ""),
+            timeout=120,
+            user="0:0" if root else None,
+        )
     if not ready.ok:
         return _error(f"could not lay out {TESTS} and {LOGS}: {ready.stderr.strip()[-500:]}")
-    await box.upload(tests, TESTS)
-    ran = await box.exec(
-        ["bash", f"{TESTS}/test.sh"], timeout=check.timeout_s, cwd=workdir, env=check.env
-    )
-    output = (ran.stdout + ran.stderr).strip()[-2000:]
+
+    def test(user: str | None) -> Awaitable[ExecResult]:
+        argv = ["bash", f"{TESTS}/test.sh"]
+        return box.exec(argv, timeout=check.timeout_s, cwd=workdir, env=check.env, user=user)
+
+    note = ""
+    try:
+        ran = await test(check.user or (image_user if root else None))
+    except ExecUserError as e:
+        if check.user or e.reason != "not_permitted":
+            raise  # the task named a user this sandbox cannot run as: a verifier error
+        # a backend that cannot switch to the image's USER here (Podman: no engine exec
+        # path): as root, and said so
+        note = f"test.sh ran as root: this backend cannot run it as the image's user {image_user}\n"
+        ran = await test(None)
+    output = note + (ran.stdout + ran.stderr).strip()[-2000:]
     said = f"test.sh exit {ran.exit_code}; its output:\n{output}"
     if ran.timed_out:
         return _error(f"test.sh timed out after {check.timeout_s:g} s\n{output}", started)
@@ -105,6 +139,17 @@ async def verify_in_sandbox(box: Sandbox, tests: Path, check: HarborCheck, workd
     if problem is not None:
         return _error(f"{problem} ({said})", started)
     return scored(rewards, said, time.monotonic() - started)
+
+
+async def _as_root(box: Sandbox, command: str) -> tuple[ExecResult, bool]:
+    """Run ``command`` as root where the sandbox may switch users (a verifier's own
+    sandbox), else as its user (the agent's own, in ``shared`` mode); and which it was."""
+    try:
+        return await box.exec(command, timeout=120, user="0:0"), True
+    except ExecUserError as e:
+        if e.reason != "not_permitted":
+            raise
+        return await box.exec(command, timeout=120), False
 
 
 def scored(rewards: dict[str, float], said: str, took: float) -> Score:
