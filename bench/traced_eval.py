@@ -245,7 +245,9 @@ def what_if(names: set[str]) -> None:
     """Changes measured without making them (``$AGENTENV_BENCH_WHATIF``, comma-separated):
     ``shares=N`` gives checker sandboxes that CPU weight; ``dedupe-stop`` skips a
     ``stop_agent`` when nothing could have started a process of the agent's user since the
-    last one succeeded (only root's own layout commands ran)."""
+    last one succeeded (only root's own layout commands ran). ``dedupe-stop``,
+    ``dedupe-reset`` and ``hand-back-later`` are agentenv's own since issue 30 (``Run``'s
+    watcher, ``Episode.conclude``): on a tree that has them they change nothing more."""
     from agentenv.runner import episode
 
     for name in names:

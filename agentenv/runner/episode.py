@@ -67,12 +67,20 @@ log = get_logger(__name__)
 KEEP_FINAL_S = 14 * 86400.0  # how long a kept final state survives `agentenv gc`
 SETUP_TIMEOUT_S = 3600.0
 _ROOT = "0:0"
-CHECKER_CPU_SHARES = 128
-"""A checker sandbox's CPU weight, an eighth of an agent sandbox's: with many episodes at
-once on few cores, an agent's command (which the model waits on, its sandbox running)
-goes before verification (batch work, whose result nobody waits on turn by turn). Weights
-only split contended cores: alone, a checker runs at full speed. Measured with bench/rl.py
-(50 at once, 2 cores): an agent's first command 93 ms p50 instead of 356 ms (256: 145 ms)."""
+CHECKER_CPU_SHARES = 512
+"""A checker sandbox's CPU weight, half an agent sandbox's: with many episodes at once on
+few cores, an agent's command (which the model waits on, its sandbox running) goes before
+verification, two to one. Weights only split contended cores: alone, a checker runs at full
+speed. It was an eighth (128): bench/rl.py (50 at once, 2 cores) had an agent's first
+command at 93 ms p50 instead of 356 ms at equal weight (256: 145 ms; 512 not measured).
+But a weight is relative to every container on the engine and the host's other work, not
+only to our agents: at 128 a checker starved behind whatever else ran, and verification
+was most of an eval job's time. bench/verify_share.py (main job, 2 jobs each, on a host
+loaded by other work, load 8 to 17; issue 30), against the revision before (128, without
+the fewer stops and layouts and the hand-backs beside the checks, which alone measured
+0.95x, 1.01x and 1.03x): 512 gave verification 0.66x, episode time 0.75x and the job's
+wall time 0.76x; 1024 gave 0.67x, 0.86x and 0.88x. Half keeps the agents first and gets
+the gain."""
 
 
 class Prepared(BaseModel):
