@@ -6,6 +6,7 @@ sandbox produced."""
 from __future__ import annotations
 
 import functools
+import inspect
 import json
 import shlex
 from pathlib import Path
@@ -99,9 +100,12 @@ class Run:
         # process does not come back). ``_fresh``: besides, /agentenv and the workspace
         # are as laid out (since then only Run's own root readers ran, which write
         # nothing). Each lets a repeated stop or layout be skipped: it would find and
-        # change nothing.
+        # change nothing. ``_pending``: a stop asked for (stop_agent) and not yet run; it
+        # runs before anything else is done in the sandbox (settle), in the next layout's
+        # own command when that comes first: one command fewer between two leaf checks.
         self._stopped = False
         self._fresh = False
+        self._pending = False
 
     def touched(self) -> None:
         """The sandbox is used by a check: anything may run in it from now on."""
@@ -113,7 +117,7 @@ class Run:
         or /dev/shm (the only other places the agent's user can write): one command and
         one upload each. Nothing of ``/agentenv`` runs before it is laid out anew."""
         stop = self.stops() and not self._stopped
-        self._stopped = self._fresh = False  # until all of it is done
+        self._stopped = self._fresh = self._pending = False  # until all of it is done
         steps = [stop_agent_command(self.ws.agent_user)] if stop else []
         if self.hidden is not None:
             steps.append(f"mkdir -p {ROOT} && {clear(ROOT)} && chmod 0755 {ROOT}")
@@ -130,9 +134,16 @@ class Run:
         return self.ws.agent_user.split(":")[0] not in ("0", "root")
 
     async def stop_agent(self) -> None:
-        """Kill every process of the agent's user; raise if one survives (fails loudly)."""
-        if not self.stops() or self._stopped:
-            return  # none can exist: see __init__
+        """Kill every process of the agent's user, before anything else is done in the
+        sandbox (by a check, by Run itself, or the verification's end: :meth:`settle`);
+        raise there if one survives (fails loudly)."""
+        self._pending = self.stops() and not self._stopped
+
+    async def settle(self) -> None:
+        """Run the stop asked for, if one is pending (see :meth:`stop_agent`)."""
+        if not self._pending:
+            return
+        self._pending = False
         r = await self._box.exec(
             ["python3", "-I", "-c", stop_agent_source(), self.ws.agent_user], timeout=60
         )
@@ -148,6 +159,7 @@ class Run:
         ours = full == wd or full.startswith(wd + "/")
         # root's own reader (read_capped.py, from /agentenv as laid out): it starts nothing
         # as the agent's user and writes nothing, so the sandbox stays as it was
+        await self.settle()  # nothing of the agent's changes the file while it is read
         return await read_capped(self._box, full, inside=self.ws.workdir if ours else None)
 
     async def before_leaf(self) -> None:
@@ -162,7 +174,9 @@ class Run:
 class _Watched:
     """A checker sandbox as :class:`Run` hands it to the check kinds: the sandbox itself,
     except that every attribute taken from it, and every call of one, first tells the run
-    it was touched (:meth:`Run.touched`), so the run never takes it to be as it left it."""
+    it was touched (:meth:`Run.touched`), so the run never takes it to be as it left it;
+    and what a call awaits (every operation in the sandbox is awaited) starts only once a
+    pending stop has run (:meth:`Run.settle`)."""
 
     def __init__(self, box: Sandbox, run: Run):
         self._box = box
@@ -178,7 +192,16 @@ class _Watched:
         @functools.wraps(value)
         def call(*args: Any, **kwargs: Any) -> Any:
             run.touched()  # again: a method may be kept and called later
-            return value(*args, **kwargs)
+            result = value(*args, **kwargs)
+            if not inspect.isawaitable(result):
+                return result
+
+            async def after_the_stop() -> Any:
+                await run.settle()
+                run.touched()
+                return await result
+
+            return after_the_stop()
 
         return call
 

@@ -11,6 +11,7 @@ import tarfile
 from collections.abc import AsyncIterator
 from typing import Any
 
+import anyio
 import pytest
 from pydantic import TypeAdapter
 
@@ -18,6 +19,8 @@ from agentenv.archive import Archive
 from agentenv.sandbox import SandboxSpec
 from agentenv.sandbox.docker import DockerSandbox
 from agentenv.verify import CHECKER_CAPS, Check, Workspace, verify
+from agentenv.verify.base import Run
+from agentenv.verify.run import hidden_files
 
 pytestmark = pytest.mark.anyio
 CHECK: TypeAdapter[Check] = TypeAdapter(Check)
@@ -78,15 +81,15 @@ async def test_read_only_leaves_share_one_layout_and_one_stop(checker: DockerSan
     assert (box.layouts(), box.stops()) == (1, 1), box.commands
 
 
-async def test_a_stop_right_after_a_stop_is_skipped(checker: DockerSandbox) -> None:
+async def test_a_stop_runs_with_the_next_layout_and_never_twice(checker: DockerSandbox) -> None:
     box = Counted(checker)
     agent = {"kind": "command", "command": "true", "user": "agent"}
     check = composite(agent, dict(agent, name="again"))
     score = await verify(box, check, workspace())  # type: ignore[arg-type]
     assert score.reward == 1.0, score
-    # the first layout's stop, one after each check; the second layout and the end of the
-    # verification follow a stop with nothing run since, and stop nothing again
-    assert (box.layouts(), box.stops()) == (2, 3), box.commands
+    # a stop in each layout's command and one at the end: the stop the first check asks
+    # for runs in the next layout's command, not in one of its own (5 commands, not 6)
+    assert (box.layouts(), box.stops(), len(box.commands)) == (2, 3, 5), box.commands
 
 
 # the agent's code in one leaf: rewrites the report, plants files, leaves a process that
@@ -120,3 +123,35 @@ async def test_nothing_of_an_earlier_leaf_reaches_a_later_one(checker: DockerSan
     # laid out before "before" and "after" (the agent's code ran), not before "after,
     # again" nor "clean": only root's reader ran since "after" was laid out
     assert box.layouts() == 2, box.commands
+
+
+async def test_a_stop_asked_for_runs_before_anything_else_in_the_sandbox(
+    checker: DockerSandbox,
+) -> None:
+    # a check's agent code leaves a process rewriting the report; the check asks for a stop
+    # and then reads the report (as the pytest kinds do) or runs something as root: the
+    # stop has run first, whichever way the sandbox is next used
+    box = Counted(checker)
+    run = Run(box, workspace(), hidden=hidden_files(None))  # type: ignore[arg-type]
+    await run.lay_out()
+    rewrite = (  # a whole report at every moment, a new one every few ms
+        "(while :; do echo $RANDOM$RANDOM > r.tmp; mv r.tmp report.json; done) "
+        "</dev/null >/dev/null 2>&1 &"
+    )
+    await run.sandbox.exec(rewrite, cwd="/workspace", user="1000:1000")
+    await run.stop_agent()
+    first = await run.read_file("report.json")
+    assert first is not None and first.strip().isdigit(), first
+    await anyio.sleep(0.3)
+    assert await run.read_file("report.json") == first
+    await run.sandbox.exec(rewrite, cwd="/workspace", user="1000:1000")
+    await run.stop_agent()
+    count = "ls /proc | grep -c '^[0-9]' >/dev/null; find /proc -maxdepth 1 -user 1000 | wc -l"
+    r = await run.sandbox.exec(count)
+    assert r.stdout.strip() == "0", r
+    await run.stop_agent()  # after root's count: that may have run anything
+    await run.settle()
+    await run.stop_agent()
+    await run.settle()  # nothing has run since: no command
+    # the layout's, one before the first read, one before the count, one after it
+    assert box.stops() == 4, box.commands
