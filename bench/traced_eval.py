@@ -184,6 +184,9 @@ def _patch_episode(episode: Any) -> None:
         original = getattr(episode, name, None)
         if original is not None:
             setattr(episode, name, _phase(name, original))
+    handing = getattr(getattr(episode, "Episode", None), "_hand_back", None)
+    if handing is not None:  # off the verdict's path (alongside it, or after it)
+        episode.Episode._hand_back = staticmethod(_untimed(handing))
     if hasattr(episode, "reuse_or_create"):
         episode.reuse_or_create = _timed("create checker (not ahead)")(episode.reuse_or_create)
     ahead = getattr(episode, "CheckerAhead", None)
@@ -195,6 +198,21 @@ def _patch_episode(episode: Any) -> None:
         return
     if hasattr(recycling, "hand_back"):  # handed_back() calls it as a module global
         recycling.hand_back = _timed("hand back checker (recycle or remove)")(recycling.hand_back)
+
+
+def _untimed(fn: Any) -> Any:
+    """``fn`` with nothing in it recorded: a task started from a verdict path inherits its
+    record, but runs beside it."""
+
+    @functools.wraps(fn)
+    async def untimed(*args: Any, **kwargs: Any) -> Any:
+        token = _record.set(None)
+        try:
+            return await fn(*args, **kwargs)
+        finally:
+            _record.reset(token)
+
+    return untimed
 
 
 def _phase(name: str, fn: Any) -> Any:
@@ -227,7 +245,9 @@ def what_if(names: set[str]) -> None:
     """Changes measured without making them (``$AGENTENV_BENCH_WHATIF``, comma-separated):
     ``shares=N`` gives checker sandboxes that CPU weight; ``dedupe-stop`` skips a
     ``stop_agent`` when nothing could have started a process of the agent's user since the
-    last one succeeded (only root's own layout commands ran)."""
+    last one succeeded (only root's own layout commands ran). ``dedupe-stop``,
+    ``dedupe-reset`` and ``hand-back-later`` are agentenv's own since issue 30 (``Run``'s
+    watcher, ``Episode.conclude``): on a tree that has them they change nothing more."""
     from agentenv.runner import episode
 
     for name in names:

@@ -23,7 +23,7 @@ identically:
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 
@@ -72,12 +72,20 @@ log = get_logger(__name__)
 KEEP_FINAL_S = 14 * 86400.0  # how long a kept final state survives `agentenv gc`
 SETUP_TIMEOUT_S = 3600.0
 _ROOT = "0:0"
-CHECKER_CPU_SHARES = 128
-"""A checker sandbox's CPU weight, an eighth of an agent sandbox's: with many episodes at
-once on few cores, an agent's command (which the model waits on, its sandbox running)
-goes before verification (batch work, whose result nobody waits on turn by turn). Weights
-only split contended cores: alone, a checker runs at full speed. Measured with bench/rl.py
-(50 at once, 2 cores): an agent's first command 93 ms p50 instead of 356 ms (256: 145 ms)."""
+CHECKER_CPU_SHARES = 512
+"""A checker sandbox's CPU weight, half an agent sandbox's: with many episodes at once on
+few cores, an agent's command (which the model waits on, its sandbox running) goes before
+verification, two to one. Weights only split contended cores: alone, a checker runs at full
+speed. It was an eighth (128): bench/rl.py (50 at once, 2 cores) had an agent's first
+command at 93 ms p50 instead of 356 ms at equal weight (256: 145 ms; 512 not measured).
+But a weight is relative to every container on the engine and the host's other work, not
+only to our agents: at 128 a checker starved behind whatever else ran, and verification
+was most of an eval job's time. bench/verify_share.py (main job, 2 jobs each, on a host
+loaded by other work, load 8 to 17; issue 30), against the revision before (128, without
+the fewer stops and layouts and the hand-backs beside the checks, which alone measured
+0.95x, 1.01x and 1.03x): 512 gave verification 0.66x, episode time 0.75x and the job's
+wall time 0.76x; 1024 gave 0.67x, 0.86x and 0.88x. Half keeps the agents first and gets
+the gain."""
 
 
 class Prepared(BaseModel):
@@ -371,8 +379,16 @@ async def checker_ahead(prepared: Prepared) -> AsyncIterator[CheckerAhead | None
         raise error
 
 
+HandBack = Callable[[Sandbox, bool], None]
+"""Takes a checker sandbox whose verdict is in, to hand back (``reusable`` or not) later."""
+
+
 async def _verify_in(
-    image: str, prepared: Prepared, workspace: Archive, box: Sandbox | None = None
+    image: str,
+    prepared: Prepared,
+    workspace: Archive,
+    box: Sandbox | None = None,
+    later: HandBack | None = None,
 ) -> Score:
     task = prepared.task
     assert task.verifier is not None
@@ -381,18 +397,35 @@ async def _verify_in(
     # recycled only if the agent's code ran unprivileged in it (a root process could have
     # tampered with what recycling keeps: init, the keep-alive), and not from a snapshot
     reusable = prepared.agent_user != _ROOT and prepared.recyclable and image == prepared.image
-    async with handed_back(box, reusable=reusable):
-        return await verify(box, task.verifier, ws, tests=task.tests, prepared=prepared.workspace)
+    if later is None:
+        async with handed_back(box, reusable=reusable):
+            return await verify(
+                box, task.verifier, ws, tests=task.tests, prepared=prepared.workspace
+            )
+    try:
+        score = await verify(box, task.verifier, ws, tests=task.tests, prepared=prepared.workspace)
+    except BaseException:  # as handed_back(): a checker that failed is never recycled
+        with anyio.CancelScope(shield=True):
+            await box.close()
+        raise
+    later(box, reusable)  # the verdict is in: its sandbox goes off the verdict's path
+    return score
 
 
 async def verify_final(
-    prepared: Prepared, final: Final, *, ahead: CheckerAhead | None = None
+    prepared: Prepared,
+    final: Final,
+    *,
+    ahead: CheckerAhead | None = None,
+    later: HandBack | None = None,
 ) -> Score | None:
     """Score the agent's final workspace in a new checker sandbox (``None`` without a
     verifier), the one made ``ahead`` if given. A check that cannot run on it but runs on
     the clean prepared state is the agent's failure: reward 0, with the reason in the
     checks. A checker sandbox lost under the final state is tried once more in a new one
-    first (engine restarts kill checkers too)."""
+    first (engine restarts kill checkers too). With ``later``, each checker sandbox that
+    gave a verdict is passed to it to hand back instead of being handed back here (the
+    caller must: see :meth:`Episode.conclude`)."""
     task = prepared.task
     if task.verifier is None:
         return None
@@ -407,7 +440,7 @@ async def verify_final(
     image = final.snapshot.ref if final.snapshot else prepared.image
     try:
         box = await ahead.take() if ahead is not None and final.snapshot is None else None
-        score = await _verify_in(image, prepared, final.workspace, box)
+        score = await _verify_in(image, prepared, final.workspace, box, later)
         if score.error is None:
             return score
         why = score.error
@@ -420,14 +453,14 @@ async def verify_final(
         # killed from outside): the agent is blamed only if its final state loses a second,
         # fresh checker too and the prepared state then verifies.
         try:
-            score = await _verify_in(image, prepared, final.workspace)
+            score = await _verify_in(image, prepared, final.workspace, later=later)
             if score.error is None:
                 return score
             why = score.error
         except SandboxUnavailable as e:
             why, score = str(e), None
     try:
-        clean = await _verify_in(prepared.image, prepared, prepared.workspace)
+        clean = await _verify_in(prepared.image, prepared, prepared.workspace, later=later)
     except SandboxUnavailable:
         clean = None
     if clean is None or clean.error is not None:
@@ -483,22 +516,49 @@ class Episode:
         return self.box
 
     async def conclude(self) -> tuple[Final, Score | None]:
-        """Take the final state (the sandbox frozen), hand the sandbox back, verify the
-        final state (:func:`verify_final`) and tear down: the score is ``None`` without a
-        verifier."""
+        """Take the final state (the sandbox frozen), verify it (:func:`verify_final`)
+        and tear down: the score is ``None`` without a verifier. The agent's sandbox is
+        handed back while verification runs, and each checker sandbox once its verdict is
+        in; both are awaited before this returns (shielded: never left behind). Neither
+        touches the verdict: the final state is taken before, and a checker has no
+        network, so nothing reaches it from the agent's sandbox meanwhile."""
         box = self.sandbox
-        async with handed_back(box, reusable=self.reusable):
-            with self.timer("finish"):
-                self.final = await finish(box, self.prepared)
-            self.box = None
-            closing = time.monotonic()
-        self.timer.add("teardown", time.monotonic() - closing)
+        error: Exception | None = None
+        score: Score | None = None
         try:
-            with self.timer("verify"):
-                score = await verify_final(self.prepared, self.final, ahead=self.ahead)
+            with self.timer("finish"):
+                final = await finish(box, self.prepared)  # failing, teardown closes the box
+            self.final, self.box = final, None
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._hand_back, box, self.reusable)
+
+                def later(checker: Sandbox, reusable: bool) -> None:
+                    tg.start_soon(self._hand_back, checker, reusable)
+
+                try:
+                    with self.timer("verify"):
+                        score = await verify_final(
+                            self.prepared, final, ahead=self.ahead, later=later
+                        )
+                except Exception as e:  # out as it is, not in a group
+                    error = e
+                closing = time.monotonic()
+            self.timer.add("teardown", time.monotonic() - closing)
+            if error is not None:
+                raise error
         finally:
             await self.teardown()
-        return self.final, score
+        return final, score
+
+    @staticmethod
+    async def _hand_back(box: Sandbox, reusable: bool) -> None:
+        """Hand a sandbox back (recycled or removed) whatever happens around it; one that
+        cannot go now is left to `agentenv gc`, which knows it by its labels."""
+        with anyio.CancelScope(shield=True):
+            try:
+                await hand_back(box, reusable=reusable)
+            except Exception as e:  # never raises: the verdict does not depend on it
+                log.warning("episode.hand_back_failed", id=box.id[:12], error=str(e))
 
     async def teardown(self) -> None:
         """Let go of what the episode still holds, whatever happened: the agent's sandbox

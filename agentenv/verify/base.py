@@ -6,6 +6,7 @@ sandbox produced."""
 from __future__ import annotations
 
 import functools
+import inspect
 import json
 import shlex
 from pathlib import Path
@@ -84,26 +85,48 @@ class Run:
         prepared: Archive | None = None,
         hidden: Archive | bytes | None = None,
     ):
-        self.sandbox = sandbox
+        self._box = sandbox  # Run's own commands (root's: laying out, stopping, reading)
+        # the checker sandbox as the check kinds use it: any use may run the agent's code
+        self.sandbox: Sandbox = _Watched(sandbox, self)
         self.ws = workspace
         self.tests = tests  # the task's hidden tests on the host (an outputs check's cases)
         self.prepared = prepared  # the workdir before the agent, when known (a tar)
         self.hidden = hidden  # /agentenv as a tar, laid out anew before each leaf check
         self.leaves = 0
+        # What Run knows of the sandbox since its own last command, every other use of it
+        # going through ``self.sandbox`` (which calls touched() first). ``_stopped``: a
+        # stop found no process of the agent's user left and nothing has run since, so
+        # none can exist (the agent's user starts only what a command starts; a killed
+        # process does not come back). ``_fresh``: besides, /agentenv and the workspace
+        # are as laid out (since then only Run's own root readers ran, which write
+        # nothing). Each lets a repeated stop or layout be skipped: it would find and
+        # change nothing. ``_pending``: a stop asked for (stop_agent) and not yet run; it
+        # runs before anything else is done in the sandbox (settle), in the next layout's
+        # own command when that comes first: one command fewer between two leaf checks.
+        self._stopped = False
+        self._fresh = False
+        self._pending = False
+
+    def touched(self) -> None:
+        """The sandbox is used by a check: anything may run in it from now on."""
+        self._stopped = self._fresh = False
 
     async def lay_out(self) -> None:
         """The agent's processes stopped, ``/agentenv`` laid out anew (when ``hidden`` is
         given), and the workspace as the agent handed it in, with nothing it left in /tmp
         or /dev/shm (the only other places the agent's user can write): one command and
         one upload each. Nothing of ``/agentenv`` runs before it is laid out anew."""
-        steps = [stop_agent_command(self.ws.agent_user)] if self.stops() else []
+        stop = self.stops() and not self._stopped
+        self._stopped = self._fresh = self._pending = False  # until all of it is done
+        steps = [stop_agent_command(self.ws.agent_user)] if stop else []
         if self.hidden is not None:
             steps.append(f"mkdir -p {ROOT} && {clear(ROOT)} && chmod 0755 {ROOT}")
         steps.append(empty_workspace(self.ws))
-        await run_checked(self.sandbox, " && ".join(steps), timeout=120)
+        await run_checked(self._box, " && ".join(steps), timeout=120)
         if self.hidden is not None:
-            await self.sandbox.upload_tar(self.hidden, ROOT)
-        await self.sandbox.upload_tar(self.ws.archive, self.ws.workdir)
+            await self._box.upload_tar(self.hidden, ROOT)
+        await self._box.upload_tar(self.ws.archive, self.ws.workdir)
+        self._stopped = self._fresh = True
 
     def stops(self) -> bool:
         """Whether the agent's processes can be told from the checker's (not for a root
@@ -111,14 +134,22 @@ class Run:
         return self.ws.agent_user.split(":")[0] not in ("0", "root")
 
     async def stop_agent(self) -> None:
-        """Kill every process of the agent's user; raise if one survives (fails loudly)."""
-        if not self.stops():
+        """Kill every process of the agent's user, before anything else is done in the
+        sandbox (by a check, by Run itself, or the verification's end: :meth:`settle`);
+        raise there if one survives (fails loudly)."""
+        self._pending = self.stops() and not self._stopped
+
+    async def settle(self) -> None:
+        """Run the stop asked for, if one is pending (see :meth:`stop_agent`)."""
+        if not self._pending:
             return
-        r = await self.sandbox.exec(
+        self._pending = False
+        r = await self._box.exec(
             ["python3", "-I", "-c", stop_agent_source(), self.ws.agent_user], timeout=60
         )
         if not r.ok:
             raise SandboxError(f"cannot stop the agent's processes: {(r.stdout + r.stderr)[-500:]}")
+        self._stopped = True
 
     async def read_file(self, path: str) -> bytes | None:
         """A file a check reads (:func:`read_capped`): relative to the workdir unless
@@ -126,12 +157,53 @@ class Run:
         full = in_workdir(self.ws.workdir, path)
         wd = self.ws.workdir.rstrip("/")
         ours = full == wd or full.startswith(wd + "/")
-        return await read_capped(self.sandbox, full, inside=self.ws.workdir if ours else None)
+        # root's own reader (read_capped.py, from /agentenv as laid out): it starts nothing
+        # as the agent's user and writes nothing, so the sandbox stays as it was
+        await self.settle()  # nothing of the agent's changes the file while it is read
+        return await read_capped(self._box, full, inside=self.ws.workdir if ours else None)
 
     async def before_leaf(self) -> None:
+        """Before each leaf check but the first (laid out by :func:`verify`): the agent's
+        processes stopped and everything laid out anew, unless nothing has run since the
+        last layout but Run's own readers (then there is nothing to undo: see __init__)."""
         self.leaves += 1
-        if self.leaves > 1:
+        if self.leaves > 1 and not self._fresh:
             await self.lay_out()
+
+
+class _Watched:
+    """A checker sandbox as :class:`Run` hands it to the check kinds: the sandbox itself,
+    except that every attribute taken from it, and every call of one, first tells the run
+    it was touched (:meth:`Run.touched`), so the run never takes it to be as it left it;
+    and what a call awaits (every operation in the sandbox is awaited) starts only once a
+    pending stop has run (:meth:`Run.settle`)."""
+
+    def __init__(self, box: Sandbox, run: Run):
+        self._box = box
+        self._run = run
+
+    def __getattr__(self, name: str) -> Any:
+        self._run.touched()
+        value = getattr(self._box, name)
+        if not callable(value):
+            return value
+        run = self._run
+
+        @functools.wraps(value)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            run.touched()  # again: a method may be kept and called later
+            result = value(*args, **kwargs)
+            if not inspect.isawaitable(result):
+                return result
+
+            async def after_the_stop() -> Any:
+                await run.settle()
+                run.touched()
+                return await result
+
+            return after_the_stop()
+
+        return call
 
 
 def stop_agent_command(agent_user: str) -> str:

@@ -136,6 +136,7 @@ async def verify(
         await run.lay_out()
         result, leaves = await score_check(run, check)
         await run.stop_agent()
+        await run.settle()
     except SandboxUnavailable:
         raise
     except (SandboxError, OSError) as e:
