@@ -34,6 +34,7 @@ Outcome = Literal[
     "task_error",  # the task cannot run (no image, no solution.sh for the oracle)
     "crash",  # anything else: a bug in agentenv
     "refused",  # the task did not load (a field not supported, say): no episode ran
+    "no_internet",  # the task asks for the internet and this host has none: not run
 ]
 
 
@@ -55,6 +56,9 @@ TREATMENT: dict[Outcome, Treatment] = {
     "task_error": Treatment(retry=False, graded=False, stop_job=False),
     "crash": Treatment(retry=False, graded=False, stop_job=False),
     "refused": Treatment(retry=False, graded=False, stop_job=False),
+    # never run on this host, so not retried in the run; a resume (on a host with the
+    # internet, say) runs it again
+    "no_internet": Treatment(retry=True, graded=False, stop_job=False),
 }
 
 

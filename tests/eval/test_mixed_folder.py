@@ -127,3 +127,34 @@ def test_a_mixed_folder_runs_what_loads_and_records_the_rest(tmp_path: Path) -> 
     redone = agentenv(*run, "--redo-changed")
     assert redone.returncode == 5, redone.stderr  # on-gpus is still refused
     assert load_results(job)[("typo", 0)].reward == 1.0
+
+
+def test_a_task_that_asks_for_the_internet_on_a_host_without_it_is_not_a_0(
+    tmp_path: Path,
+) -> None:
+    # as the cookbook's recipes and Terminal-Bench tasks do: test.sh downloads its runner
+    # and writes 0 when the run fails, so a missing internet reads as a wrong answer
+    task = tmp_path / "tasks" / "downloads-its-tests"
+    (task / "environment").mkdir(parents=True)
+    (task / "tests").mkdir()
+    (task / "solution").mkdir()
+    (task / "environment" / "Dockerfile").write_text("FROM agentenv/base:bookworm\nWORKDIR /app\n")
+    (task / "instruction.md").write_text("Write done to /app/done.\n")
+    (task / "solution" / "solve.sh").write_text("echo done > /app/done\n")
+    (task / "tests" / "test.sh").write_text(
+        "python3 -c \"import urllib.request; urllib.request.urlopen('https://pypi.org/simple/"
+        "pytest/', timeout=5)\" && test -f /app/done\n"
+        "if [ $? -eq 0 ]; then echo 1 > /logs/verifier/reward.txt; "
+        "else echo 0 > /logs/verifier/reward.txt; fi\n"
+    )
+    (task / "task.toml").write_text('version = "1.0"\n[environment]\nallow_internet = true\n')
+    job = tmp_path / "job"
+    offline = {**ENV, "AGENTENV_ONLINE": "0"}  # this host as it is here, wherever it runs
+    argv = [sys.executable, "-m", "agentenv", "eval", str(task), "--model", "oracle", "--out"]
+    done = subprocess.run([*argv, str(job)], env=offline, capture_output=True, text=True)
+    assert done.returncode == 5, done.stderr
+    (result,) = load_results(job).values()
+    assert result.outcome == "no_internet" and result.reward is None, result
+    assert result.error is not None and "asks for the internet" in result.error
+    total = json.loads((job / "summary.json").read_text())[-1]
+    assert (total["graded"], total["errors"]) == (0, 1)
