@@ -29,7 +29,7 @@ from agentenv import scratch
 from agentenv.agent.loop import Trajectory
 from agentenv.archive import Archive
 from agentenv.errors import JobStopped
-from agentenv.eval.online import host_online, no_internet_reason
+from agentenv.eval.online import no_internet_reason, unreachable
 from agentenv.eval.summary import Row, summarize
 from agentenv.formats import RefusedTask, load_runnable
 from agentenv.log import get_logger
@@ -194,9 +194,8 @@ async def run_eval(
     this_run = f"{run_id()}.{uuid.uuid4().hex[:6]}"
     progress.collected = await anyio.to_thread.run_sync(collect_leftovers, out, settings.backend)
     # asked once, and only when a task to run asks for the internet
-    online = not any(t.network == "bridge" for t, _ in todo) or await anyio.to_thread.run_sync(
-        host_online
-    )
+    wants = any(t.network == "bridge" for t, _ in todo)
+    offline = await anyio.to_thread.run_sync(unreachable) if wants else []
     log.info("eval.start", tasks=len(tasks), samples=samples, done=len(done), todo=len(todo))
 
     async def local(
@@ -216,7 +215,7 @@ async def run_eval(
         this_run=this_run,
         on_progress=on_progress,
         limiter=anyio.CapacityLimiter(concurrency),
-        online=online,
+        offline=offline,
     )
     for task_refused in refused:
         for sample in range(samples):
@@ -259,7 +258,8 @@ class _JobRun:
     this_run: str
     on_progress: Callable[[Progress], None] | None
     limiter: anyio.CapacityLimiter
-    online: bool = True  # this host reaches the internet (asked only when a task wants it)
+    # the probe hosts this one did not reach (asked only when a task wants the internet)
+    offline: list[str] = field(default_factory=list)
     stopped_by: list[JobStopped] = field(default_factory=list)
 
     def report(self) -> None:
@@ -270,11 +270,11 @@ class _JobRun:
     async def episode(self, task: Task, sample: int) -> None:
         """Run one episode when the limiter and the budget admit it, and record its result."""
         progress = self.progress
-        if task.network == "bridge" and not self.online:
+        if task.network == "bridge" and self.offline:
             # no sandbox: its verdict would be the missing internet's, not the agent's
             result = EpisodeResult(
                 task_id=task.id, sample=sample, outcome="no_internet",
-                error=no_internet_reason(task.id), attempts=0,
+                error=no_internet_reason(task.id, self.offline), attempts=0,
             )  # fmt: skip
             self.record(task.id, sample, result, None, time.time())
             return

@@ -158,3 +158,24 @@ def test_a_task_that_asks_for_the_internet_on_a_host_without_it_is_not_a_0(
     assert result.error is not None and "asks for the internet" in result.error
     total = json.loads((job / "summary.json").read_text())[-1]
     assert (total["graded"], total["errors"]) == (0, 1)
+
+
+@pytest.mark.no_docker
+def test_the_probe_wants_every_host_not_any(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a host that reaches a package mirror but not the rest has not got the internet
+    import socket
+
+    from agentenv.eval import online
+
+    with socket.socket() as mirror, socket.socket() as closed:
+        mirror.bind(("127.0.0.1", 0))
+        mirror.listen()
+        closed.bind(("127.0.0.1", 0))  # bound, not listening: refused
+        probes = (("127.0.0.1", mirror.getsockname()[1]), ("127.0.0.2", closed.getsockname()[1]))
+        monkeypatch.delenv(online.ENV, raising=False)
+        monkeypatch.setattr(online, "PROBES", probes)
+        assert online.unreachable(timeout_s=1.0) == ["127.0.0.2"]
+        monkeypatch.setattr(online, "PROBES", probes[:1])
+        assert online.unreachable(timeout_s=1.0) == []
+        monkeypatch.setenv(online.ENV, "0")
+        assert online.unreachable() != []
