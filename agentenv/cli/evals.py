@@ -34,6 +34,7 @@ from agentenv.sandbox import SandboxError
 if TYPE_CHECKING:
     from agentenv.eval.jobs import EpisodeSettings
     from agentenv.eval.jobs import Progress as JobProgress
+    from agentenv.formats import RefusedTask as Refused
     from agentenv.tasks import Task
 
 ModelOption = Annotated[
@@ -131,7 +132,7 @@ def eval_(
     if regrade_dir is not None:
         _regrade(regrade_dir, backend)
         return
-    tasks = _checked_tasks(paths, executor)
+    tasks, refused = _checked_tasks(paths, executor)
     # how every episode runs: made once here, handed to run_eval, and by it to the executor
     # (a Ray worker too: the backend travels in it, not in this process's environment)
     settings = EpisodeSettings(
@@ -144,6 +145,7 @@ def eval_(
     )
     job = _EvalJob(
         tasks=tasks,
+        refused=refused,
         settings=settings,
         folder=out_dir or _default_folder(model),
         samples=samples,
@@ -178,18 +180,37 @@ def _default_folder(model: str) -> Path:
     return Path("runs") / "".join(c if c.isalnum() or c in "-_." else "_" for c in model)
 
 
-def _checked_tasks(paths: list[Path] | None, executor: str) -> list[Task]:
-    """The tasks to run (their warnings printed); bad input exits 2: no task, a task that
-    does not load or has no verifier, an executor that is not there."""
+def _checked_tasks(paths: list[Path] | None, executor: str) -> tuple[list[Task], list[Refused]]:
+    """The tasks to run (their warnings printed) and the task folders refused (each named
+    with its reason: the job records them and runs the others); bad input exits 2: no path,
+    a path with no task, every task refused, an executor that is not there."""
     from agentenv.errors import TaskError
-    from agentenv.tasks import load_tasks, task_warnings
+    from agentenv.formats import RefusedTask, load_runnable
+    from agentenv.problems import Problem
+    from agentenv.tasks import task_digest, task_warnings
 
     if not paths:
         raise _fail("give task folders (or a folder of them, such as environments/)")
     try:
-        tasks = load_tasks(paths)
+        tasks, refused = load_runnable(paths)
     except TaskError as e:
         raise _fail(str(e)) from e
+    # a task without a verifier could only be scored by nobody: refused like one that
+    # does not load, not run
+    for task in [t for t in tasks if t.verifier is None]:
+        problem = Problem(task.folder, "no [verifier] in task.toml: nothing could grade it")
+        refused.append(RefusedTask(task.id, task.folder or Path(task.id), (problem,),
+                                   task_digest(task)))  # fmt: skip
+    tasks = [t for t in tasks if t.verifier is not None]
+    if not tasks:
+        reasons = "\n".join(f"{r.id}: {r.reason}" for r in refused)
+        raise _fail(f"every task was refused, nothing to run:\n{reasons}")
+    for r in refused:
+        err.print(
+            f"[bold yellow]refused:[/] {escape(r.id)} (recorded, not run): {escape(r.reason)}",
+            highlight=False,
+            soft_wrap=True,
+        )
     _warn([w for t in tasks for w in task_warnings(t)])
     if executor not in ("local", "ray"):
         raise _fail(f"--executor must be local or ray, not {executor!r}")
@@ -198,10 +219,7 @@ def _checked_tasks(paths: list[Path] | None, executor: str) -> list[Task]:
             import ray  # noqa: F401
         except ImportError as e:
             raise _fail("--executor ray needs Ray: pip install 'agentenv[ray]'") from e
-    missing = [t.id for t in tasks if t.verifier is None]
-    if missing:
-        raise _fail(f"these tasks have no [verifier] in task.toml: {', '.join(missing)}")
-    return tasks
+    return tasks, refused
 
 
 @dataclass(frozen=True)
@@ -209,6 +227,7 @@ class _EvalJob:
     """One eval job as its options ask for it, checked."""
 
     tasks: list[Task]
+    refused: list[Refused]  # task folders that did not load: recorded, never run
     settings: EpisodeSettings
     folder: Path
     samples: int
@@ -220,8 +239,8 @@ class _EvalJob:
 
     @property
     def total(self) -> int:
-        """Episodes in the job: tasks × samples."""
-        return len(self.tasks) * self.samples
+        """Episodes in the job: tasks × samples (a refused task's lines counted)."""
+        return (len(self.tasks) + len(self.refused)) * self.samples
 
     async def run(self, show: Callable[[JobProgress], None]) -> list[Row]:
         """Run the job on its executor (``run_eval``), showing progress with ``show``."""
@@ -242,6 +261,7 @@ class _EvalJob:
             executor=cluster,
             max_cost_usd=self.max_cost,
             retry_errors=self.retry_errors,
+            refused=self.refused,
         )
 
 
@@ -257,7 +277,7 @@ def _start(job: _EvalJob, *, redo_changed: bool) -> list[str]:
     try:
         Policies(model, reasoning_effort=effort)  # a missing key, before any output
         # a folder holding another job is refused before anything is printed or written
-        config = job_config(job.tasks, job.settings, samples=job.samples)
+        config = job_config(job.tasks, job.settings, samples=job.samples, refused=job.refused)
         return check_config(job.folder, config, redo_changed=redo_changed)  # redone here
     except (KeyError, ValueError, NoRoute) as e:
         raise _fail(str(e).strip("'\"")) from e
@@ -404,8 +424,11 @@ def _say_outcome(job: _EvalJob, rows: list[Row]) -> None:
     from agentenv.cli.render import phase_line, summary_table
 
     folder, samples, model = job.folder, job.samples, job.settings.model
-    many = ("s" if len(job.tasks) != 1 else "", "s" if samples != 1 else "")
-    title = f"{len(job.tasks)} task{many[0]} × {samples} sample{many[1]} with {model}"
+    count = len(job.tasks) + len(job.refused)
+    many = ("s" if count != 1 else "", "s" if samples != 1 else "")
+    title = f"{count} task{many[0]} × {samples} sample{many[1]} with {model}"
+    if job.refused:
+        title += f" ({len(job.refused)} refused)"
     print_wide(summary_table(rows, title))
     out.print(phase_line(rows[-1]), highlight=False, soft_wrap=True)
     out.print(
@@ -416,6 +439,7 @@ def _say_outcome(job: _EvalJob, rows: list[Row]) -> None:
     errors = rows[-1].errors
     if errors:
         _say_errors(errors, "episode", f"not a grade; why: agentenv report {folder} --failures")
+    _say_refused(job.refused)
     if rows[-1].stopped == "max_cost":
         left = job.total - rows[-1].episodes
         err.print(
@@ -425,8 +449,23 @@ def _say_outcome(job: _EvalJob, rows: list[Row]) -> None:
             highlight=False,
         )
         raise typer.Exit(ExitCode.BUDGET)
-    if errors:
+    if errors or job.refused:
         raise typer.Exit(ExitCode.ERRORS)
+
+
+def _say_refused(refused: list[Refused]) -> None:
+    """Name the tasks refused at load once more, after the summary: they ran nothing and are
+    not in pass@k; the exit is then 5, as for errors (the job did not grade every task)."""
+    if not refused:
+        return
+    many = len(refused) != 1
+    err.print(
+        f"[bold yellow]refused:[/] {len(refused)} task{'s' if many else ''} did not load and "
+        "ran nothing (not in pass@k; outcome 'refused' in results.jsonl): "
+        + "; ".join(f"{escape(r.id)}: {escape(r.problems[0].message)}" for r in refused),
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 @app.command()

@@ -109,7 +109,8 @@ def summary_table(rows: list[Row], title: str) -> Table:
     table = Table(title=title)
     pass_k = (f"pass@{k}",) if k > 1 else ()
     names = ("task", "pass@1", *pass_k, "reward", "in", "cached", "out", "hit", "$", "$/solved")
-    for name in (*names, "time", "errors"):
+    refused = ("refused",) if rows and rows[-1].refused else ()
+    for name in (*names, "time", "errors", *refused):
         table.add_column(name, justify="left" if name == "task" else "right", no_wrap=True)
     for i, r in enumerate(rows):
         after = rows[i + 1].kind if i + 1 < len(rows) else None
@@ -126,6 +127,7 @@ def summary_table(rows: list[Row], title: str) -> Table:
             _usd(r.usd_per_solved),
             f"{r.wall_s:.1f} s",
             str(r.errors) if r.errors else "",
+            *([str(r.refused) if r.refused else ""] if refused else []),
             style="bold" if r.kind == "total" else ("italic" if r.kind == "tag" else None),
             end_section=after is not None and after != r.kind,
         )

@@ -18,7 +18,7 @@ import os
 import time
 import uuid
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,12 +29,14 @@ from agentenv import scratch
 from agentenv.agent.loop import Trajectory
 from agentenv.archive import Archive
 from agentenv.errors import JobStopped
+from agentenv.eval.online import no_internet_reason, unreachable
 from agentenv.eval.summary import Row, summarize
+from agentenv.formats import RefusedTask, load_runnable
 from agentenv.log import get_logger
 from agentenv.runner.budget import Budget, with_earlier_spend
 from agentenv.runner.episode import Final, regrade_final
 from agentenv.runner.journal import read_lines
-from agentenv.runner.outcomes import TREATMENT
+from agentenv.runner.outcomes import TREATMENT, is_error
 from agentenv.runner.policy import Policies, check_endpoints
 from agentenv.runner.results import (
     RESULTS,
@@ -50,7 +52,7 @@ from agentenv.runner.results import (
 from agentenv.runner.retries import EpisodeSettings, run_episode_with_retries
 from agentenv.sandbox import SandboxError, gc, get_backend, recycling
 from agentenv.sandbox.labels import job_scope, run_id
-from agentenv.tasks import Task, load_tasks, task_digest
+from agentenv.tasks import Task, task_digest
 from agentenv.verify import Score
 
 log = get_logger(__name__)
@@ -76,13 +78,24 @@ class Progress(BaseModel):
     endpoint_notes: list[str] = []  # what the probe before the first episode found amiss
 
 
-def job_config(tasks: list[Task], settings: EpisodeSettings, *, samples: int = 1) -> JobConfig:
+def job_config(
+    tasks: list[Task],
+    settings: EpisodeSettings,
+    *,
+    samples: int = 1,
+    refused: Sequence[RefusedTask] = (),
+) -> JobConfig:
     """What the job is: what a folder's ``config.json`` must match for a run to resume it
-    (the attempts and the sandbox backend are not: a job may resume with others)."""
+    (the attempts and the sandbox backend are not: a job may resume with others). A
+    refused task is in it by its folder's digest, so that once fixed it is a changed task
+    (``--redo-changed`` runs it)."""
     return JobConfig(
         model=settings.model,
         samples=samples,
-        tasks={t.id: task_digest(t) for t in tasks},
+        tasks={
+            **{r.id: f"refused-{r.digest}" for r in refused},
+            **{t.id: task_digest(t) for t in tasks},
+        },
         keep_final=settings.keep_final,
         reasoning_effort=settings.reasoning_effort,
         folders={t.id: str(t.folder) for t in tasks if t.folder is not None},
@@ -129,10 +142,13 @@ async def run_eval(
     max_cost_usd: float | None = None,
     retry_errors: bool = False,
     redo_changed: bool = False,
+    refused: Sequence[RefusedTask] = (),
 ) -> list[Row]:
     """Run every (task, sample) that ``out`` has no result for yet; return the summary of
-    all of them. Refuses (``ConfigMismatch``) a folder that holds a different job; first
-    removes what killed runs of this job left running. ``settings`` say how each episode
+    all of them. Each task of ``refused`` (folders that did not load) gets a line per
+    sample with outcome ``refused`` and its reason, and runs nothing. Refuses
+    (``ConfigMismatch``) a folder that holds a different job; first removes what killed
+    runs of this job left running. ``settings`` say how each episode
     runs (a model name alone means the defaults for everything else).
 
     ``retry_errors``: run again every episode whose last line is an error, whatever it was
@@ -152,7 +168,7 @@ async def run_eval(
         settings = EpisodeSettings(model=settings)
     if samples < 1 or concurrency < 1:
         raise ValueError("samples and concurrency must be at least 1")
-    config = job_config(tasks, settings, samples=samples)
+    config = job_config(tasks, settings, samples=samples, refused=refused)
     # a missing key fails here, before anything runs
     policies = Policies(settings.model, reasoning_effort=settings.reasoning_effort)
     check_config(out, config, redo_changed=redo_changed)
@@ -160,10 +176,10 @@ async def run_eval(
     done, rerun = _resume_state(lines, retry_errors=retry_errors)
     todo = [(t, s) for t in tasks for s in range(samples) if (t.id, s) not in done]
     progress = Progress(
-        total=len(tasks) * samples,
+        total=(len(tasks) + len(refused)) * samples,
         done=len(done),
         passed=sum(r.passed for r in done.values()),
-        errors=sum(not TREATMENT[r.outcome].graded for r in done.values()),
+        errors=sum(is_error(r.outcome) for r in done.values()),
         # every dollar of earlier runs, the ones of episodes to run again included
         cost_usd=sum(r.cost_usd for r in [*done.values(), *rerun.values()]),
     )
@@ -177,6 +193,9 @@ async def run_eval(
     # several times, and the job's wall time is counted per call
     this_run = f"{run_id()}.{uuid.uuid4().hex[:6]}"
     progress.collected = await anyio.to_thread.run_sync(collect_leftovers, out, settings.backend)
+    # asked once, and only when a task to run asks for the internet
+    wants = any(t.network == "bridge" for t, _ in todo)
+    offline = await anyio.to_thread.run_sync(unreachable) if wants else []
     log.info("eval.start", tasks=len(tasks), samples=samples, done=len(done), todo=len(todo))
 
     async def local(
@@ -196,7 +215,12 @@ async def run_eval(
         this_run=this_run,
         on_progress=on_progress,
         limiter=anyio.CapacityLimiter(concurrency),
+        offline=offline,
     )
+    for task_refused in refused:
+        for sample in range(samples):
+            if (task_refused.id, sample) not in done:
+                run.record_refused(task_refused, sample)
     run.report()
     try:
         with job_scope(job_id(out)):
@@ -234,6 +258,8 @@ class _JobRun:
     this_run: str
     on_progress: Callable[[Progress], None] | None
     limiter: anyio.CapacityLimiter
+    # the probe hosts this one did not reach (asked only when a task wants the internet)
+    offline: list[str] = field(default_factory=list)
     stopped_by: list[JobStopped] = field(default_factory=list)
 
     def report(self) -> None:
@@ -244,6 +270,14 @@ class _JobRun:
     async def episode(self, task: Task, sample: int) -> None:
         """Run one episode when the limiter and the budget admit it, and record its result."""
         progress = self.progress
+        if task.network == "bridge" and self.offline:
+            # no sandbox: its verdict would be the missing internet's, not the agent's
+            result = EpisodeResult(
+                task_id=task.id, sample=sample, outcome="no_internet",
+                error=no_internet_reason(task.id, self.offline), attempts=0,
+            )  # fmt: skip
+            self.record(task.id, sample, result, None, time.time())
+            return
         async with self.limiter:
             if not await self.budget.admit():
                 if not progress.budget_spent:
@@ -258,11 +292,11 @@ class _JobRun:
                 result, traj = await self.runner(task, sample, self.settings)
             finally:
                 progress.running -= 1
-            self.record(task, sample, result, traj, started_at)
+            self.record(task.id, sample, result, traj, started_at)
 
     def record(
         self,
-        task: Task,
+        task_id: str,
         sample: int,
         result: EpisodeResult,
         traj: Trajectory | None,
@@ -274,21 +308,31 @@ class _JobRun:
         result = result.model_copy(
             update={"run": self.this_run, "started_at": started_at, "finished_at": time.time()}
         )
-        earlier = self.rerun.get((task.id, sample))
+        earlier = self.rerun.get((task_id, sample))
         new_usd = result.cost_usd  # what this run spent (earlier runs are counted)
         result = with_earlier_spend(result, earlier)
         if traj is not None and result.trajectory is not None:
             # the trajectory first: a result line always has its file
             write_atomic(self.out / result.trajectory, traj.model_dump_json(indent=1).encode())
         append_result(self.out, result)
-        self.done[(task.id, sample)] = result
+        self.done[(task_id, sample)] = result
         self.budget.spend(new_usd)
         progress = self.progress
         progress.done += 1
         progress.passed += result.passed
-        progress.errors += not TREATMENT[result.outcome].graded
+        progress.errors += is_error(result.outcome)
         progress.cost_usd += new_usd
         self.report()
+
+    def record_refused(self, task: RefusedTask, sample: int) -> None:
+        """Record a task refused at load as a line of its own: its reason, no episode."""
+        # no run or times: nothing ran, and the job's wall time and rate are its episodes'
+        result = EpisodeResult(
+            task_id=task.id, sample=sample, outcome="refused", error=task.reason, attempts=0
+        )
+        append_result(self.out, result)
+        self.done[(task.id, sample)] = result
+        self.progress.done += 1
 
     async def or_stop(self, task: Task, sample: int, scope: anyio.CancelScope) -> None:
         """Run one episode; the first that stops the job cancels ``scope`` (the others)."""
@@ -374,7 +418,8 @@ async def regrade(out: Path, *, backend: str | None = None) -> list[Row]:
     (``backend``'s; the default one for ``None``) made from the task's prepared state as its
     folder is now, without running any agent; rewrite the results and the summary."""
     config = load_config(out)
-    by_id = {t.id: t for t in load_tasks(list(config.folders.values()))}
+    # a task that no longer loads keeps the result it has
+    by_id = {t.id: t for t in load_runnable(list(config.folders.values())).tasks}
     results = load_results(out)
     updated = []
     for key in sorted(results):

@@ -1,6 +1,7 @@
 """Per-task, per-tag and total figures of a job: pass@1, pass@k (the unbiased estimator),
 mean reward, tokens, cache hits, dollars and dollars per solved episode, time by phase,
-errors; and for the whole job its wall time and episodes per second."""
+errors, tasks refused at load (neither graded nor errors); and for the whole job its wall
+time and episodes per second."""
 
 from __future__ import annotations
 
@@ -64,6 +65,7 @@ class Row(BaseModel):
     wall_s: float
     phases: dict[str, float] = Field(default_factory=dict)
     errors: int
+    refused: int = 0  # tasks refused at load (one line per sample), apart from the errors
     job_wall_s: float | None = None
     episodes_per_s: float | None = None
     stopped: str | None = None
@@ -73,6 +75,7 @@ def _row(
     task_id: str, results: list[EpisodeResult], k: int, kind: Literal["task", "tag", "total"]
 ) -> Row:
     graded = [r for r in results if TREATMENT[r.outcome].graded]
+    refused = sum(r.outcome == "refused" for r in results)
     n, c = len(graded), sum(r.passed for r in graded)
     prompt = sum(r.prompt_tokens for r in results)
     cached = sum(r.cached_tokens for r in results)
@@ -99,7 +102,8 @@ def _row(
         usd_per_solved=cost / c if c else None,
         wall_s=sum(r.wall_s for r in results),
         phases=phases,
-        errors=len(results) - n,
+        errors=len(results) - n - refused,
+        refused=refused,
     )
 
 

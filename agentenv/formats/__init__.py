@@ -12,8 +12,10 @@ reads are generated into ``schemas/`` beside them (:mod:`agentenv.schemas`).
 
 from __future__ import annotations
 
+import hashlib
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from agentenv.errors import TaskError
 from agentenv.formats import harbor, native, swebench
@@ -58,8 +60,45 @@ def load_tasks(paths: list[Path] | list[str]) -> list[Task]:
     """Tasks from each path: a task folder (it has ``task.toml``), a folder of task
     folders such as ``environments/``, or a file of SWE-bench-style instances (``.jsonl`` or
     ``.json``, see :mod:`agentenv.formats.swebench`). Ids must be unique. Raises
-    :class:`~agentenv.problems.Problems` naming every problem of every task."""
+    :class:`~agentenv.problems.Problems` naming every problem of every task (what
+    ``agentenv validate`` prints; :func:`load_runnable` keeps the tasks that load)."""
+    loaded = load_runnable(paths)
+    if loaded.refused:
+        raise Problems([p for refused in loaded.refused for p in refused.problems])
+    return loaded.tasks
+
+
+@dataclass(frozen=True)
+class RefusedTask:
+    """A task folder that did not load: a row of a job, never an episode. A job records it
+    with its reason (outcome ``refused``) and runs the other tasks."""
+
+    id: str  # the folder's name: a task that does not load has no other id to trust
+    folder: Path
+    problems: tuple[Problem, ...]
+    digest: str  # of the folder's files: a job sees it changed once it is fixed
+
+    @property
+    def reason(self) -> str:
+        """Every problem, one per line, each naming its file and field."""
+        return "\n".join(map(str, self.problems))
+
+
+class Loaded(NamedTuple):
+    """What :func:`load_runnable` found: the tasks that load, and the folders that did not."""
+
+    tasks: list[Task]
+    refused: list[RefusedTask]
+
+
+def load_runnable(paths: list[Path] | list[str]) -> Loaded:
+    """As :func:`load_tasks`, but a task folder that does not load is a
+    :class:`RefusedTask` beside the tasks that do, not a reason to load nothing. What is
+    not one task's problem still raises :class:`~agentenv.problems.Problems`: a path that
+    is not there or holds no task, an instances file that does not parse, an id used
+    twice."""
     tasks: list[Task] = []
+    refused: list[RefusedTask] = []
     problems: list[Problem] = []
     for path in map(Path, paths):
         try:
@@ -70,38 +109,63 @@ def load_tasks(paths: list[Path] | list[str]) -> list[Task]:
         except TaskError as e:
             problems.append(Problem(None, str(e)))
             continue
-        tasks += found[0]
-        problems += found[1]
+        tasks += found.tasks
+        refused += found.refused
     seen: dict[str, Path | None] = {}
-    for task in tasks:
-        if task.id in seen:
-            twice = f"task id {task.id!r} is used twice: {seen[task.id]} and {task.folder}"
+    for task_id, folder in [(t.id, t.folder) for t in tasks] + [(r.id, r.folder) for r in refused]:
+        if task_id in seen:
+            twice = f"task id {task_id!r} is used twice: {seen[task_id]} and {folder}"
             problems.append(Problem(None, twice))
-        seen[task.id] = task.folder
+        seen[task_id] = folder
     if problems:
         raise Problems(problems)
-    return tasks
+    return Loaded(tasks, refused)
 
 
-def _tasks_at(path: Path) -> tuple[list[Task], list[Problem]]:
-    """The tasks ``path`` holds, and the problems of those that would not load: the format
+def _tasks_at(path: Path) -> Loaded:
+    """The tasks ``path`` holds, and its task folders that would not load: the format
     that can load it, else each task folder in it."""
-    for fmt in FORMATS:
-        if fmt.can_load(path):
-            return fmt.load(path), []
-    if not path.is_dir():
-        raise Problems([Problem(path, "no such task folder or instances file (.jsonl, .json)")])
-    folders = sorted(p.parent for p in path.glob("*/task.toml"))
-    if not folders:
-        raise Problems([Problem(path, "no task folders (folders with a task.toml) in it")])
-    tasks: list[Task] = []
-    problems: list[Problem] = []
+    if any(fmt.can_load(path) for fmt in FOLDER_FORMATS):
+        folders = [path]
+    else:
+        for fmt in FORMATS:
+            if fmt.can_load(path):
+                return Loaded(fmt.load(path), [])
+        if not path.is_dir():
+            raise Problems([Problem(path, "no such task folder or instances file (.jsonl, .json)")])
+        folders = sorted(p.parent for p in path.glob("*/task.toml"))
+        if not folders:
+            raise Problems([Problem(path, "no task folders (folders with a task.toml) in it")])
+    loaded = Loaded([], [])
     for folder in folders:
         try:
-            tasks.append(load_task(folder))
-        except Problems as e:
-            problems += e.problems
-    return tasks, problems
+            loaded.tasks.append(load_task(folder))
+        except TaskError as e:
+            found = e.problems if isinstance(e, Problems) else [Problem(folder, str(e))]
+            loaded.refused.append(
+                RefusedTask(folder.name, folder, tuple(found), folder_digest(folder))
+            )
+    return loaded
 
 
-__all__ = ["FOLDER_FORMATS", "FORMATS", "TaskFormat", "load_task", "load_tasks"]
+def folder_digest(folder: Path) -> str:
+    """A digest of every file in ``folder`` (names and contents)."""
+    h = hashlib.sha256()
+    for path in sorted(folder.rglob("*")):
+        if path.is_file():
+            h.update(str(path.relative_to(folder)).encode() + b"\0")
+            h.update(path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+__all__ = [
+    "FOLDER_FORMATS",
+    "FORMATS",
+    "Loaded",
+    "RefusedTask",
+    "TaskFormat",
+    "folder_digest",
+    "load_runnable",
+    "load_task",
+    "load_tasks",
+]

@@ -4,7 +4,9 @@ An agent that fails (wrong answer, gave up, hit a limit, overflowed its context)
 *result*: graded, its reward valid. The infrastructure failing under it (container died,
 engine hiccup, endpoint down) is retried, then recorded as an error without a reward. A
 broken verifier or task is an error too, but retrying cannot fix it; a refused key stops the
-whole job, since every other episode would fail the same way.
+whole job, since every other episode would fail the same way. A task refused at load (a
+folder of mixed tasks) is a row of its own: recorded with its reason, never run, never
+retried, and neither graded nor counted as an error.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ Outcome = Literal[
     "auth",  # 401/403: the key is wrong or the account is out of credit
     "task_error",  # the task cannot run (no image, no solution.sh for the oracle)
     "crash",  # anything else: a bug in agentenv
+    "refused",  # the task did not load (a field not supported, say): no episode ran
+    "no_internet",  # the task asks for the internet and this host has none: not run
 ]
 
 
@@ -51,7 +55,18 @@ TREATMENT: dict[Outcome, Treatment] = {
     "auth": Treatment(retry=False, graded=False, stop_job=True),
     "task_error": Treatment(retry=False, graded=False, stop_job=False),
     "crash": Treatment(retry=False, graded=False, stop_job=False),
+    "refused": Treatment(retry=False, graded=False, stop_job=False),
+    # never run on this host, so not retried in the run; a resume (on a host with the
+    # internet, say) runs it again
+    "no_internet": Treatment(retry=True, graded=False, stop_job=False),
 }
+
+
+def is_error(outcome: Outcome) -> bool:
+    """Whether an episode that ended so is an error: it ran (or was to) and was not graded.
+    A refused task is not one: it never ran (its count is apart, and ``--retry-errors``
+    cannot help it: the task must change)."""
+    return not TREATMENT[outcome].graded and outcome != "refused"
 
 
 def classify(error: BaseException) -> Outcome:

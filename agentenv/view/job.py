@@ -43,7 +43,10 @@ class Episode(BaseModel):
 
     @property
     def status(self) -> str:
-        """passed, failed or error (the table's filter)."""
+        """passed, failed, error, or refused (a task that did not load: no episode ran);
+        the table's filter."""
+        if self.result.outcome == "refused":
+            return "refused"
         if self.result.outcome != "graded":
             return "error"
         return "passed" if self.result.passed else "failed"

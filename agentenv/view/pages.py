@@ -62,8 +62,9 @@ def _stat(name: str, value: str) -> str:
 
 def _summary(total: Row, k: int) -> str:
     phases = ", ".join(f"{name} {s:.1f} s" for name, s in sorted(total.phases.items()) if s)
+    refused = f", {total.refused} refused" if total.refused else ""
     stats = [
-        ("episodes", f"{total.episodes} ({total.errors} errors)"),
+        ("episodes", f"{total.episodes} ({total.errors} errors{refused})"),
         ("pass@1", _pct(total.pass_at_1)),
         (f"pass@{k}", _pct(total.pass_at_k)),
         ("mean reward", "—" if total.mean_reward is None else f"{total.mean_reward:.3f}"),
@@ -164,13 +165,19 @@ def _charts(charts: list[tuple[str, str]], missing: str | None, notes: Sequence[
     return (f"<section class='charts'>{images}</section>" if images else "") + said
 
 
-def _filters(outcomes: Sequence[str], text_label: str, outcome_label: str = "outcome") -> str:
-    """The table's controls (view.js finds them by id): status, outcome (the rows'
-    ``data-outcome``, named ``outcome_label``), free text."""
+def _filters(
+    outcomes: Sequence[str],
+    text_label: str,
+    outcome_label: str = "outcome",
+    statuses: Sequence[str] = ("passed", "failed", "error"),
+) -> str:
+    """The table's controls (view.js finds them by id): status (of ``statuses``), outcome
+    (the rows' ``data-outcome``, named ``outcome_label``), free text."""
     return (
         "<div class='filters'>"
         "<label>show <select id='status'><option value=''>all</option>"
-        "<option>passed</option><option>failed</option><option>error</option></select></label>"
+        + "".join(f"<option>{e(s)}</option>" for s in statuses)
+        + "</select></label>"
         f"<label>{e(outcome_label)} <select id='outcome'><option value=''>any</option>"
         + "".join(f"<option>{e(o)}</option>" for o in outcomes)
         + "</select></label>"
@@ -195,7 +202,8 @@ def job_page(
     k = max(job.samples, 1)
     total = rows[-1] if rows else None
     outcomes = sorted({ep.ended for ep in job.episodes})
-    filters = _filters(outcomes, "task or tag", "ended")
+    refused = ("refused",) if any(ep.status == "refused" for ep in job.episodes) else ()
+    filters = _filters(outcomes, "task or tag", "ended", ("passed", "failed", "error", *refused))
     rl = any(ep.group is not None for ep in job.episodes)
     columns = (*_COLUMNS, "group", "advantage") if rl else _COLUMNS
     head = "".join(f"<th data-col='{i}'>{e(c)}</th>" for i, c in enumerate(columns))
@@ -416,6 +424,10 @@ def episode_page(
         f"<p class='error'>Its trajectory could not be read: {e(problem)}</p>"
         for problem in problems
     )
+    if r.outcome == "refused":
+        # nothing ran: no trajectory, no verification; the reason is the error above
+        parts.append("<p>This task was refused when it was loaded: no episode ran.</p>")
+        return _page(title, "".join(parts), root="../")
     if trajectory is None and not problems:
         parts.append("<p>No trajectory was written for this episode.</p>")
     if trajectory is not None:
