@@ -55,6 +55,9 @@ class Task(BaseModel):
     tags: list[str] = []
     image: str = BASE_IMAGE
     dockerfile: str | None = None  # relative to the task folder; built when the image is absent
+    # relative to the task folder: a compose file whose services run beside the agent's
+    # (Harbor's environment/docker-compose.yaml; agentenv.sandbox.compose)
+    compose: str | None = None
     workdir: str = "/workspace"
     limits: Limits = Limits()
     tools: list[str] | None = None  # the built-in tools the agent gets; default: all of them
@@ -179,7 +182,7 @@ def task_digest(task: Task) -> str:
     """A digest of everything in the task's folder: a job refuses to resume when it changed."""
     # fields added since jobs were first written are left out at their default, so that
     # a job started before them still resumes
-    fresh = {"tools": None, "network": "none", "cpus": 1.0, "memory": 4 << 30}
+    fresh = {"tools": None, "network": "none", "cpus": 1.0, "memory": 4 << 30, "compose": None}
     unset = {name for name, default in fresh.items() if getattr(task, name) == default}
     h = hashlib.sha256(task.model_dump_json(exclude={"folder", *unset}).encode())
     if task.folder is not None:
