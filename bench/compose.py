@@ -45,21 +45,20 @@ async def cycle(box: Sandbox, cycles: int, into: dict[str, list[float]]) -> None
 
 
 async def main(rounds: int, cycles: int) -> None:
-    found = {
+    found: dict[str, dict[str, list[float]]] = {
         kind: {"start": [], "pause": [], "resume": [], "teardown": []}
         for kind in ("compose (3 services)", "one sandbox")
-    }  # type: dict[str, dict[str, list[float]]]
+    }
     with tempfile.TemporaryDirectory() as tmp:
         path = write_environment(Path(tmp))
         warm = await create_compose(SPEC, path, {})  # builds the service's image once
         await warm.close()
         for _ in range(rounds):  # the two kinds interleaved, round by round
-            for kind, make in (
-                ("compose (3 services)", lambda: create_compose(SPEC, path, {})),
-                ("one sandbox", lambda: create(SPEC)),
-            ):
+            for kind in found:
                 started = time.perf_counter()
-                box: Sandbox = await make()
+                box: Sandbox = await (
+                    create_compose(SPEC, path, {}) if kind.startswith("compose") else create(SPEC)
+                )
                 assert (await box.exec("true")).ok
                 found[kind]["start"].append(time.perf_counter() - started)
                 await cycle(box, cycles, found[kind])
