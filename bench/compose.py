@@ -19,7 +19,7 @@ from pathlib import Path
 import anyio
 
 from agentenv.sandbox import Sandbox, SandboxSpec, create
-from agentenv.sandbox.compose import create_compose
+from agentenv.sandbox.compose.sandbox import create_compose
 from tests.formats.test_harbor_compose import write_environment
 
 SPEC = SandboxSpec(workdir="/app", image_entrypoint=True)

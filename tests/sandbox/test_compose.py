@@ -15,7 +15,7 @@ import docker.errors
 import pytest
 
 from agentenv.sandbox import SandboxSpec, cgroup, gc
-from agentenv.sandbox.compose import ComposeSandbox, create_compose
+from agentenv.sandbox.compose.sandbox import ComposeSandbox, create_compose
 from agentenv.sandbox.docker import DockerBackend, connect
 from agentenv.sandbox.labels import GROUP, OWNER
 from tests.formats.test_harbor_compose import write_environment
@@ -90,7 +90,7 @@ LEAKER = """
     import json, sys, anyio
     from pathlib import Path
     from agentenv.sandbox import SandboxSpec
-    from agentenv.sandbox.compose import create_compose
+    from agentenv.sandbox.compose.sandbox import create_compose
     from agentenv.sandbox.labels import job_scope
 
     async def main():

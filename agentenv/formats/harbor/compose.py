@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from agentenv.problems import Problem
-from agentenv.sandbox.compose import ComposeError, create_compose, read_compose
+from agentenv.sandbox.compose import ComposeError, read_compose
 
 if TYPE_CHECKING:
     from agentenv.sandbox.protocol import Sandbox
@@ -65,6 +65,8 @@ def shared_mode(mode: str, has_compose: bool) -> str:
 
 async def start_compose(task: Task, spec: SandboxSpec) -> Sandbox:
     """The agent's sandbox of a compose task: its services, then ``main`` of ``spec``."""
+    from agentenv.sandbox.compose.sandbox import create_compose  # the Docker SDK: when run
+
     assert task.folder is not None and task.compose is not None
     given = variables(task.folder, spec.image)
     return await create_compose(spec, task.folder / task.compose, given)

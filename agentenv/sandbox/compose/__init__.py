@@ -3,25 +3,12 @@ go to ``main`` and whose pause, resume and close act on every service (Docker on
 
 - :mod:`.model` reads the file into a plain model, refusing by name what it does not run;
 - :mod:`.group` starts the services beside ``main`` on a private network of their own;
-- :mod:`.sandbox` is the :class:`~agentenv.sandbox.protocol.Sandbox` over them.
+- :mod:`.sandbox` is the :class:`~agentenv.sandbox.protocol.Sandbox` over them
+  (:class:`~.sandbox.ComposeSandbox`, made by :func:`~.sandbox.create_compose`).
+
+Only the model is imported here: reading a task must not load the Docker SDK.
 """
 
-from agentenv.sandbox.compose.model import MAIN, Compose, ComposeError, Service, parse
-from agentenv.sandbox.compose.sandbox import (
-    ComposeSandbox,
-    create_compose,
-    project_name,
-    read_compose,
-)
+from agentenv.sandbox.compose.model import MAIN, Compose, ComposeError, Service, parse, read_compose
 
-__all__ = [
-    "MAIN",
-    "Compose",
-    "ComposeError",
-    "ComposeSandbox",
-    "Service",
-    "create_compose",
-    "parse",
-    "project_name",
-    "read_compose",
-]
+__all__ = ["MAIN", "Compose", "ComposeError", "Service", "parse", "read_compose"]

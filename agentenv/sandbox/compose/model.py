@@ -523,3 +523,9 @@ def _check_dependencies(services: dict[str, Service], bad: Bad) -> None:
 
     for name in services:
         visit(name, [])
+
+
+def read_compose(path: Path, variables: Mapping[str, str]) -> Compose:
+    """The compose file at ``path`` (relative paths in it from its folder), its templates
+    filled from ``variables``; :class:`ComposeError` for what agentenv does not run."""
+    return parse(path.read_text(), path.parent, variables)

@@ -15,7 +15,7 @@ from types import TracebackType
 import anyio
 
 from agentenv.sandbox.compose.group import ServiceGroup
-from agentenv.sandbox.compose.model import Compose, ComposeError, parse
+from agentenv.sandbox.compose.model import ComposeError, read_compose
 from agentenv.sandbox.docker.engine import get_engine
 from agentenv.sandbox.docker.sandbox import DockerSandbox
 from agentenv.sandbox.errors import SandboxError
@@ -135,12 +135,6 @@ class ComposeSandbox:
 def project_name() -> str:
     """A new group's name: its network's, its volumes' prefix, ``${COMPOSE_PROJECT_NAME}``."""
     return f"agentenv-{uuid.uuid4().hex[:12]}"
-
-
-def read_compose(path: Path, variables: Mapping[str, str]) -> Compose:
-    """The compose file at ``path`` (relative paths in it from its folder), its templates
-    filled from ``variables``; :class:`ComposeError` for what agentenv does not run."""
-    return parse(path.read_text(), path.parent, variables)
 
 
 async def create_compose(
