@@ -72,6 +72,9 @@ class Task(BaseModel):
     tags: list[str] = []
     image: str = BASE_IMAGE
     dockerfile: str | None = None  # relative to the task folder; built when the image is absent
+    # relative to the task folder: a compose file whose services run beside the agent's
+    # (Harbor's environment/docker-compose.yaml; agentenv.sandbox.compose)
+    compose: str | None = None
     workdir: str = "/workspace"
     limits: Limits = Limits()
     tools: list[str] | None = None  # the built-in tools the agent gets; default: all of them
@@ -210,6 +213,8 @@ def task_digest(task: Task) -> str:
         "env": {},
         "solution_env": {},
         "healthcheck": None,
+        "image_entrypoint": False,
+        "compose": None,
     }
     unset = {name for name, default in fresh.items() if getattr(task, name) == default}
     h = hashlib.sha256(task.model_dump_json(exclude={"folder", *unset}).encode())

@@ -207,7 +207,8 @@ def test_backends_are_found_by_name_and_a_wrong_name_says_which_exist() -> None:
 
 
 def test_nothing_above_the_backends_names_docker_or_openai() -> None:
-    """The seams hold: only a backend's own folder imports the docker SDK or its errors,
+    """The seams hold: only a backend's own folder (and Docker's compose environments,
+    sandbox/compose/) imports the docker SDK or its errors,
     only the model client, its probe (and the test double) import openai, and nothing names
     DockerSandbox outside its backend (the CLI's engine set-up, `doctor`, imports the Docker
     backend's modules)."""
@@ -220,9 +221,10 @@ def test_nothing_above_the_backends_names_docker_or_openai() -> None:
         rel = path.relative_to(root).as_posix()
         text = path.read_text()
         for pattern, allowed in (
-            (r"^\s*(import|from) docker\b", ("sandbox/docker/",)),
-            (r"docker\.errors\.", ("sandbox/docker/",)),
-            (r"\bDockerSandbox\b", ("sandbox/docker/",)),
+            # compose environments are Docker's only: their room speaks the SDK too
+            (r"^\s*(import|from) docker\b", ("sandbox/docker/", "sandbox/compose/")),
+            (r"docker\.errors\.", ("sandbox/docker/", "sandbox/compose/")),
+            (r"\bDockerSandbox\b", ("sandbox/docker/", "sandbox/compose/")),
             # the test double builds the SDK's own client for its in-process transport
             (r"^\s*(import|from) openai\b", ("model/client.py", "model/probe.py", "testing/")),
         ):

@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict
 from agentenv.agent.loop import run_episode
 from agentenv.agent.trajectory import ToolResultCallback, Trajectory
 from agentenv.archive import Archive
+from agentenv.formats.harbor.compose import start_compose
 from agentenv.log import get_logger
 from agentenv.model.client import EventCallback
 from agentenv.model.types import ChatModel
@@ -190,6 +191,8 @@ async def prepare(
     user = _ROOT if task.user == "root" else task.user
     folder = workspace if workspace is not None else task.workspace
     backend = backend or default_backend()
+    if task.compose is not None and backend != "docker":
+        raise SandboxError(f"task {task.id!r}: compose environments need the docker backend")
     # without a workspace folder, an image of the task's own keeps the workdir's files (a
     # SWE-bench image's repo): they are read from a container of it, since the agent's
     # bounded workdir is a fresh volume that starts empty
@@ -250,8 +253,11 @@ async def start_sandbox(prepared: Prepared, *, outlive_owner: bool = False) -> S
     :func:`~agentenv.sandbox.recycling` block) recycled; the caller closes it or hands it
     back."""
     spec = agent_spec(prepared, outlive_owner=outlive_owner)
-    box = await (create(spec) if outlive_owner else reuse_or_create(spec))
     task = prepared.task
+    if task.compose is not None:  # the services of its compose file, main among them
+        box = await start_compose(task, spec)
+    else:
+        box = await (create(spec) if outlive_owner else reuse_or_create(spec))
     try:
         await box.upload_tar(prepared.workspace, task.workdir)
         if task.healthcheck is not None:  # the agent gets it only once it passes

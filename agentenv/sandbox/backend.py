@@ -42,7 +42,7 @@ class Leftover(BaseModel):
     """One object of ours a backend holds (a sandbox, a snapshot, a volume), and why it may
     be collected (``stale`` is ``None`` while it is in use)."""
 
-    kind: str  # "sandbox", "snapshot" or "volume"
+    kind: str  # "sandbox", "snapshot", "volume" or "network"
     id: str
     name: str
     status: str

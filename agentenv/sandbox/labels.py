@@ -25,6 +25,7 @@ EXPIRES = "agentenv.expires"
 KIND = "agentenv.kind"  # "sandbox" or "snapshot"
 CREATED = "agentenv.created"
 JOB = "agentenv.job"  # the job (an eval job's folder) whose run made it
+GROUP = "agentenv.compose"  # a compose environment's containers, network and volumes: its name
 SNAPSHOT_REPOSITORY = "agentenv/snapshot"  # where snapshot images are tagged
 KEPT = "kept"  # the owner of objects meant to outlive their process (expiry only)
 

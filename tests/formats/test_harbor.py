@@ -207,7 +207,7 @@ async def test_resources_network_and_a_service_the_agent_left_running(tmp_path: 
 def test_what_cannot_run_is_refused_naming_the_file(tmp_path: Path) -> None:
     compose = harbor_task(tmp_path, "compose", test=NUMERIC)
     (compose / "environment" / "docker-compose.yaml").write_text("services: {}\n")
-    with pytest.raises(TaskError, match=r"docker-compose.yaml: docker-compose environments"):
+    with pytest.raises(TaskError, match=r"docker-compose.yaml: services: must name at least"):
         load_task(compose)
     future = harbor_task(tmp_path, "future", test=NUMERIC, toml='schema_version = "9.0"\n')
     with pytest.raises(TaskError, match=r"task.toml: schema_version: '9.0' is not a Harbor"):

@@ -159,5 +159,5 @@ def test_real_cookbook_tasks_load_or_are_refused_naming_the_feature(tmp_path: Pa
     for field in ("steps", "artifacts"):
         assert f"{spec}: {field}: " in multi, multi
     mcp = refused(cookbook(tmp_path, "mcp-tools"))
-    assert "mcp-tools/environment/docker-compose.yaml: docker-compose environments" in mcp
+    assert "docker-compose.yaml" not in mcp  # its compose file runs (test_harbor_compose.py)
     assert "mcp-tools/task.toml: environment.mcp_servers: MCP servers" in mcp

@@ -12,6 +12,7 @@ from typing import Any
 
 from agentenv.agent.trajectory import Limits
 from agentenv.formats.harbor import dockerfile as dockerfiles
+from agentenv.formats.harbor.compose import compose_fields, shared_mode
 from agentenv.formats.harbor.envvars import resolve
 from agentenv.formats.harbor.refused import Bad, refusals
 from agentenv.formats.harbor.schema import SCHEMA_VERSIONS, unknown_keys
@@ -61,6 +62,8 @@ def task_fields(raw: dict[str, Any], folder: Path, spec_file: Path) -> dict[str,
     unknown_keys(raw, bad)
     problems += refusals(raw, folder, bad)
     checked = verifier_fields(raw, folder, bad)  # where test.sh runs: mode, image, artifacts
+    compose = compose_fields(folder, problems)  # services beside main (.compose)
+    checked["mode"] = shared_mode(checked["mode"], bool(compose))
     image, workdir = env.get("docker_image"), _workdir(env, folder, problems, bad)
     if not (folder / "tests" / "test.sh").is_file():
         problems.append(Problem(folder / "tests" / "test.sh", "not found (Harbor's verifier)"))
@@ -102,6 +105,7 @@ def task_fields(raw: dict[str, Any], folder: Path, spec_file: Path) -> dict[str,
     else:
         fields["image"] = str(image)
     fields.update(_resources(env, bad))
+    fields.update(compose)
     if problems:
         raise Problems(problems)
     return fields

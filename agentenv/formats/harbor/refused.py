@@ -2,9 +2,9 @@
 naming the file and the field: one function per feature, so that lifting a refusal is
 deleting its call in :func:`refusals` once the feature is built.
 
-Two kinds: *not yet* (a subsystem agentenv lacks today: compose services, steps, MCP
-servers, ...) and *never here* (hardware or an OS these sandboxes cannot give: a
-GPU, a TPU, Windows containers), which say why."""
+Two kinds: *not yet* (a subsystem agentenv lacks today: steps, MCP servers, ...) and
+*never here* (hardware or an OS these sandboxes cannot give: a GPU, a TPU, Windows
+containers), which say why."""
 
 from __future__ import annotations
 
@@ -24,22 +24,10 @@ def refusals(raw: dict[str, Any], folder: Path, bad: Bad) -> list[Problem]:
     """Every feature of the Harbor task ``raw`` (its task.toml) in ``folder`` that agentenv
     cannot run: a field's through ``bad``, a file's returned."""
     env, verifier = _table(raw, "environment"), _table(raw, "verifier")
-    problems = compose(folder) + steps(raw, folder, bad)
+    problems = steps(raw, folder, bad)
     _not_yet(raw, env, verifier, bad)
     hardware(env, bad)
     return problems
-
-
-def compose(folder: Path) -> list[Problem]:
-    """A ``docker-compose.yaml`` in ``environment/``: several services."""
-    for name in ("docker-compose.yaml", "docker-compose.yml"):
-        if (folder / "environment" / name).is_file():
-            why = (
-                "docker-compose environments (several services) are not supported by "
-                "agentenv yet; a task with one environment/Dockerfile is"
-            )
-            return [Problem(folder / "environment" / name, why)]
-    return []
 
 
 def steps(raw: dict[str, Any], folder: Path, bad: Bad) -> list[Problem]:

@@ -86,12 +86,22 @@ class DockerBackend:
         found = api.volumes(filters={"label": L.OWNER, "dangling": True}) or {}
         for volume in found.get("Volumes") or []:
             name = volume["Name"]
+            if L.GROUP in (volume.get("Labels") or {}):
+                continue  # a compose group's: listed below by its own labels
             row = leftover("volume", name, name[:12], "unused", volume.get("Labels") or {})
             rows.append(row.model_copy(update={"stale": row.stale or "its sandbox is gone"}))
+        # a compose group's named volumes and network go with it (after its containers)
+        grouped = api.volumes(filters={"label": L.GROUP}) or {}
+        for volume in grouped.get("Volumes") or []:
+            name, labels = volume["Name"], volume.get("Labels") or {}
+            rows.append(leftover("volume", name, name[:40], "compose", labels))
+        for net in api.networks(filters={"label": L.OWNER}):
+            rows.append(leftover("network", net["Id"], net["Name"], "network", net["Labels"] or {}))
         return rows
 
     def remove(self, leftover: Leftover) -> bool:
-        """Remove a container (with its volumes), a volume or an image. Blocking."""
+        """Remove a container (with its volumes), a volume, a network or an image.
+        Blocking."""
         api = (self._engine or connect()).api
         try:
             if leftover.kind == "sandbox":
@@ -99,6 +109,8 @@ class DockerBackend:
                 api.remove_container(leftover.id, force=True, v=True)
             elif leftover.kind == "volume":
                 api.remove_volume(leftover.id)
+            elif leftover.kind == "network":
+                api.remove_network(leftover.id)
             else:
                 api.remove_image(leftover.id, force=True)
         except docker.errors.NotFound:

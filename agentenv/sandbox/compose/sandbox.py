@@ -1,0 +1,174 @@
+""":class:`ComposeSandbox`: a compose environment as one
+:class:`~agentenv.sandbox.protocol.Sandbox`. Commands and files go to ``main`` (an ordinary
+Docker sandbox of the task's image, on the group's private network, where the side services
+are reached by their names); ``pause``/``resume`` freeze and thaw ``main`` and every side
+service together; ``close`` removes them all with their network and volumes."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+from types import TracebackType
+
+import anyio
+
+from agentenv.sandbox.compose.group import ServiceGroup
+from agentenv.sandbox.compose.model import ComposeError, read_compose
+from agentenv.sandbox.docker.engine import get_engine
+from agentenv.sandbox.docker.sandbox import DockerSandbox
+from agentenv.sandbox.errors import SandboxError
+from agentenv.sandbox.protocol import DEFAULT_MAX_OUTPUT, ExecResult, OutputCallback, Snapshot
+from agentenv.sandbox.spec import SandboxSpec
+
+
+class ComposeSandbox:
+    """``main`` and the services beside it. Made by :func:`create_compose`."""
+
+    def __init__(self, main: DockerSandbox, group: ServiceGroup):
+        self.main = main
+        self.group = group
+        self.id = main.id
+        self.spec = main.spec
+        self.image = main.image
+        self._closed = False
+
+    @property
+    def paused(self) -> bool:
+        """Whether the group is frozen."""
+        return self.main.paused
+
+    async def exec(
+        self,
+        cmd: str | list[str],
+        *,
+        timeout: float | None = 60.0,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+        stdin: bytes | None = None,
+        max_output: int = DEFAULT_MAX_OUTPUT,
+        on_output: OutputCallback | None = None,
+        user: str | None = None,
+    ) -> ExecResult:
+        """Run ``cmd`` in ``main`` (see :meth:`Sandbox.exec`)."""
+        return await self.main.exec(
+            cmd, timeout=timeout, cwd=cwd, env=env, stdin=stdin, max_output=max_output,
+            on_output=on_output, user=user,
+        )  # fmt: skip
+
+    async def read_file(self, path: str, *, max_bytes: int | None = None) -> bytes:
+        """A file of ``main``."""
+        return await self.main.read_file(path, max_bytes=max_bytes)
+
+    async def write_file(self, path: str, data: bytes, mode: int | None = None) -> None:
+        """Write a file in ``main``."""
+        await self.main.write_file(path, data, mode)
+
+    async def upload(self, src: Path, dest: str) -> None:
+        """Copy host files into ``main``."""
+        await self.main.upload(src, dest)
+
+    async def download(self, path: str) -> bytes:
+        """A tar of ``path`` in ``main``."""
+        return await self.main.download(path)
+
+    async def download_to(
+        self, path: str, file: os.PathLike[str], *, max_bytes: int | None = None
+    ) -> None:
+        """A tar of ``path`` in ``main``, written to the host ``file``."""
+        await self.main.download_to(path, file, max_bytes=max_bytes)
+
+    async def upload_tar(self, data: bytes | os.PathLike[str], dest: str) -> None:
+        """Extract a tar into ``dest`` in ``main``."""
+        await self.main.upload_tar(data, dest)
+
+    async def pause(self) -> None:
+        """Freeze ``main`` and every side service at once: no service answers ``main``
+        meanwhile, none uses CPU."""
+        if self.main.paused:
+            return
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self.group.freeze)
+            tg.start_soon(self.main.pause)
+
+    async def resume(self) -> None:
+        """Thaw them all together."""
+        if not self.main.paused:
+            return
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self.group.thaw)
+            tg.start_soon(self.main.resume)
+
+    async def snapshot(self, tag: str | None = None, *, keep_s: float | None = None) -> Snapshot:
+        """``main``'s filesystem (the side services' are not kept)."""
+        return await self.main.snapshot(tag, keep_s=keep_s)
+
+    async def cpu_usage_ns(self) -> int:
+        """CPU time of ``main`` and the side services."""
+        return await self.main.cpu_usage_ns() + self.group.cpu_usage_ns()
+
+    def detach(self) -> None:
+        """Not possible: the group lives and dies with this process."""
+        raise SandboxError("a compose environment cannot be detached (it is not resumable)")
+
+    async def close(self) -> None:
+        """Remove ``main``, the side services, their network and volumes. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        with anyio.CancelScope(shield=True):
+            await self.main.close()
+            await self.group.remove()
+
+    async def __aenter__(self) -> ComposeSandbox:
+        """``async with``: closed when the block ends."""
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        """Close it, whatever ended the block."""
+        await self.close()
+
+
+def project_name() -> str:
+    """A new group's name: its network's, its volumes' prefix, ``${COMPOSE_PROJECT_NAME}``."""
+    return f"agentenv-{uuid.uuid4().hex[:12]}"
+
+
+async def create_compose(
+    spec: SandboxSpec, path: Path, variables: Mapping[str, str]
+) -> ComposeSandbox:
+    """The side services of the compose file ``path`` up (its templates filled from
+    ``variables`` and ``COMPOSE_PROJECT_NAME``), then ``main`` from ``spec`` on their
+    network (its environment and dependencies from the file); all removed again if one
+    fails. :class:`ComposeError` (a :class:`SandboxError`) for what the file holds that
+    agentenv does not run.
+    ``spec.network`` ``"bridge"`` lets the group reach the internet, ``"none"`` not.
+    Docker only: another backend raises :class:`SandboxError`."""
+    if spec.backend != "docker":
+        raise SandboxError(f"compose environments need the docker backend, not {spec.backend!r}")
+    if spec.outlive_owner:
+        raise SandboxError("a compose environment cannot outlive its process (not resumable)")
+    project = project_name()
+    try:
+        compose = read_compose(path, {**variables, "COMPOSE_PROJECT_NAME": project})
+    except ComposeError as e:
+        raise SandboxError(f"{path}: {e}") from e
+    engine = await get_engine()
+    internet = spec.network == "bridge"
+    group = await ServiceGroup.start(
+        compose, spec, project=project, internet=internet, engine=engine
+    )
+    try:
+        for dep, condition in compose.main.depends_on.items():
+            await group.reach(dep, condition)
+        env = {**compose.main.environment, **spec.env}
+        main_spec = spec.model_copy(update={"network": group.project, "env": env})
+        main = await DockerSandbox.create(main_spec, engine=engine)
+    except BaseException:
+        with anyio.CancelScope(shield=True):
+            await group.remove()
+        raise
+    return ComposeSandbox(main, group)
