@@ -79,7 +79,7 @@ REFUSALS = {
     "[environment.healthcheck]\ncommand = 'true'\ninterval_sec = -1\n": (
         "environment.healthcheck.interval_sec: -1"
     ),
-    "[verifier]\nuser = 1000\n": "verifier.user: 1000: test.sh runs as root",
+    '[verifier]\nuser = "a gent"\n': "verifier.user: 'a gent' is not a user name or a uid",
     "[environment]\ngpus = 1\n": "environment.gpus: 1: agentenv's sandboxes have no GPUs",
     '[environment]\ntpu = {type = "v6e", topology = "2x2"}\n': "environment.tpu: agentenv's",
     '[environment]\nos = "windows"\n': "environment.os: 'windows': agentenv runs Linux",
