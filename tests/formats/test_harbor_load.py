@@ -107,6 +107,7 @@ source = "somewhere"
 name = "acme/the-task"
 version = "1.0.0"
 authors = [{ name = "A", email = "a@b.c" }]
+workstream = "kept: a task set's own descriptive key"
 [metadata]
 anything = "kept: Harbor's metadata is a free table"
 [environment]

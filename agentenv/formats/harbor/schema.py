@@ -5,8 +5,9 @@ uses no other.
 Harbor's models ignore a key they do not know (pydantic's default), so a misspelt
 ``timeout_secs`` there runs the task with the default timeout without a word. agentenv
 refuses an unknown key instead, naming it and the nearest known one: a typo must not change
-what a task asks. The one exception is ``[metadata]``, which Harbor declares as a free
-table (``dict[str, Any]``): any key is kept there.
+what a task asks. The exceptions are the descriptive tables: ``[metadata]``, which Harbor
+declares as a free table (``dict[str, Any]``), and ``[task]``, where task sets add keys
+of their own (``format``, ``workstream``): any key is kept there; neither changes a run.
 """
 
 from __future__ import annotations
@@ -86,7 +87,9 @@ TABLES: dict[str, tuple[str, ...]] = {
 is named once for all its entries) → the keys Harbor's models define in it. Tables whose
 values are free (``metadata``, every ``env``) are not listed."""
 
-_FREE = ("metadata", "environment.env", "verifier.env", "solution.env")
+# [task] is descriptive too: task sets add keys of their own there (`format`,
+# `workstream`) that Harbor's model drops and that change nothing about how a task runs
+_FREE = ("metadata", "task", "environment.env", "verifier.env", "solution.env")
 _NESTED = {  # a table read with another's keys
     "verifier.environment": "environment",
     "steps.agent": "agent",
