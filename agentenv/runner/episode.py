@@ -626,6 +626,18 @@ async def run_task(
     as it ends (``prepare``, ``create``, ``loop``, ``finish``, ``verify``, ``teardown``),
     so a failed episode still tells where its time went. Its sandboxes are ``backend``'s
     (the default one for ``None``)."""
+    if task.multi_step is not None:  # its steps over one sandbox: a room of its own
+        from agentenv.runner.steps import run_steps
+
+        return await run_steps(
+            task,
+            model,
+            pause=pause,
+            on_event=on_event,
+            on_tool_result=on_tool_result,
+            phases=phases,
+            backend=backend,
+        )
     timer = _Phases(phases)
     with timer("prepare"):
         prepared = await prepare(task, backend=backend)
