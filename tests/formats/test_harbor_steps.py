@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from agentenv.agent.loop import new_trajectory
+from agentenv.cli.render import summary_line
 from agentenv.errors import TaskError
 from agentenv.runner.episode import run_task
 from agentenv.runner.policy import Policies
@@ -22,6 +24,7 @@ from agentenv.sandbox.images import BASE_IMAGE
 from agentenv.tasks import load_task
 from agentenv.verify import Score
 from agentenv.verify.score import CheckResult, StepScore
+from agentenv.view.pages import _checks
 
 pytestmark = pytest.mark.anyio
 
@@ -147,6 +150,17 @@ def test_a_failed_verifier_is_below_any_gate_and_the_task_an_error() -> None:
     ]
     assert trial_score(done, "mean").error == "step 'b': no reward file"
     assert trial_score(done[:1], "final").reward == 1.0
+    # each step shown: `agentenv run`'s summary line and the viewer's episode page
+    traj = new_trajectory("x")
+    traj.score = trial_score(
+        [
+            (StepScore(name="a", reward=1.0, passed=True), ok),
+            (StepScore(name="b", reward=0.25, passed=False, stopped=True), None),
+        ],
+        "mean",
+    )
+    assert "steps: a 1.00, b 0.25 (stopped)" in summary_line(traj)
+    assert "<td>b</td><td>0.25</td><td>stopped the task</td>" in _checks(traj.score)
 
 
 def _refused(folder: Path) -> str:
