@@ -134,7 +134,7 @@ async def run_steps(
     assert multi is not None
     timer = _Timer(phases)
     with timer("prepare"):
-        prepared = await prepare(task, backend=backend)
+        prepared = await prepare(task, backend=backend, steps=True)
     try:
         with scratch.folder("steps") as tmp:
             with timer("create"):

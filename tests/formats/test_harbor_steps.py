@@ -17,7 +17,7 @@ import pytest
 from agentenv.agent.loop import new_trajectory
 from agentenv.cli.render import summary_line
 from agentenv.errors import TaskError
-from agentenv.runner.episode import run_task
+from agentenv.runner.episode import prepare, run_task
 from agentenv.runner.policy import Policies
 from agentenv.runner.steps import below, trial_score
 from agentenv.sandbox.images import BASE_IMAGE
@@ -161,6 +161,12 @@ def test_a_failed_verifier_is_below_any_gate_and_the_task_an_error() -> None:
     )
     assert "steps: a 1.00, b 0.25 (stopped)" in summary_line(traj)
     assert "<td>b</td><td>0.25</td><td>stopped the task</td>" in _checks(traj.score)
+
+
+async def test_other_drivers_refuse_a_multi_step_task(tmp_path: Path) -> None:
+    task = load_task(two_steps(tmp_path, "rl"))
+    with pytest.raises(TaskError, match="has steps: only run_task runs them"):
+        await prepare(task)  # RL rollouts, refactor jobs, regrading: never as one step
 
 
 def _refused(folder: Path) -> str:
