@@ -62,6 +62,36 @@ class Healthcheck(BaseModel):
     retries: int = Field(3, ge=0)
 
 
+class TaskStep(BaseModel):
+    """One step of a multi-step task (Harbor's ``[[steps]]``): its instruction to the agent
+    (a new conversation in the same sandbox), then its checks; ``folder`` is
+    ``steps/<name>/`` (``tests/``, ``solution/``, ``workdir/`` with an optional
+    ``setup.sh``), run by :mod:`agentenv.runner.steps`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    instruction: str = Field(min_length=1)
+    folder: Path
+    # the trial stops after this step when its reward (a number: the reward; a table: each
+    # named reward) is below, or its verifier failed
+    min_reward: float | dict[str, float] | None = None
+    wall_time_s: float | None = Field(None, gt=0)  # the agent's, else the task's
+    verifier_timeout_s: float | None = Field(None, gt=0)  # test.sh's, else the task's
+    verifier_env: dict[str, str] = {}  # on top of the task's verifier env
+    healthcheck: Healthcheck | None = None  # after its setup, before the agent
+
+
+class MultiStep(BaseModel):
+    """A task's steps, run in order over one sandbox, and how the task's reward is made of
+    theirs: ``mean`` (of the steps that ran) or ``final`` (the last step run's)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    steps: list[TaskStep] = Field(min_length=1)
+    reward: Literal["mean", "final"] = "mean"
+
+
 class Task(BaseModel):
     """A task as loaded from its folder (``task.toml`` plus the files beside it)."""
 
@@ -98,6 +128,7 @@ class Task(BaseModel):
     env: dict[str, str] = {}
     solution_env: dict[str, str] = {}
     healthcheck: Healthcheck | None = None  # passed before the agent gets the sandbox
+    multi_step: MultiStep | None = None  # steps over one sandbox (Harbor's [[steps]])
     instruction: str = ""
     folder: Path | None = None
 
@@ -215,6 +246,7 @@ def task_digest(task: Task) -> str:
         "healthcheck": None,
         "image_entrypoint": False,
         "compose": None,
+        "multi_step": None,
     }
     unset = {name for name, default in fresh.items() if getattr(task, name) == default}
     h = hashlib.sha256(task.model_dump_json(exclude={"folder", *unset}).encode())
@@ -228,8 +260,10 @@ def task_digest(task: Task) -> str:
 
 __all__ = [
     "Healthcheck",
+    "MultiStep",
     "Task",
     "TaskError",
+    "TaskStep",
     "load_task",
     "load_tasks",
     "task_digest",

@@ -83,6 +83,13 @@ def summary_line(traj: Trajectory) -> str:
     elif traj.score is not None:
         verdict = "passed" if traj.score.passed else "failed"
         score = f"reward {traj.score.reward:.2f} ({verdict}) · "
+    if traj.score is not None and traj.score.steps:  # a multi-step task's, each step run
+        steps = ", ".join(
+            f"{s.name} {'error' if s.error else f'{s.reward:.2f}'}"
+            + (" (stopped)" if s.stopped else "")
+            for s in traj.score.steps
+        )
+        score += f"steps: {steps} · "
     return score + (
         f"{traj.stop_reason} · {len(traj.turns)} turn{'' if len(traj.turns) == 1 else 's'} · "
         f"{traj.prompt_tokens:,} tokens in ({traj.cached_tokens:,} cached, "

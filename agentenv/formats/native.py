@@ -63,13 +63,17 @@ def load_folder(
             problems.append(Problem(spec_file, "not a task.toml field", field=key))
     raw.setdefault("id", folder.resolve().name)
     instruction_file = folder / "instruction.md"
-    if not instruction_file.is_file():
+    stepped = raw.get("multi_step") is not None  # each step has its own instruction
+    if not instruction_file.is_file() and not stepped:
         problems.append(Problem(instruction_file, "not found (the agent's instruction goes there)"))
-    elif not instruction_file.read_text().strip():
+    elif not stepped and not instruction_file.read_text().strip():
         problems.append(Problem(instruction_file, "empty"))
     if problems:
         raise Problems(problems)
-    raw["instruction"] = instruction_file.read_text()
+    if stepped and not instruction_file.is_file():
+        raw["instruction"] = raw["multi_step"]["steps"][0]["instruction"]
+    else:
+        raw["instruction"] = instruction_file.read_text()
     raw["folder"] = folder.resolve()
     try:
         task = Task.model_validate(raw)

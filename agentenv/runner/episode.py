@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict
 from agentenv.agent.loop import run_episode
 from agentenv.agent.trajectory import ToolResultCallback, Trajectory
 from agentenv.archive import Archive
+from agentenv.errors import TaskError
 from agentenv.formats.harbor.compose import start_compose
 from agentenv.log import get_logger
 from agentenv.model.client import EventCallback
@@ -180,12 +181,17 @@ async def prepare(
     keep_s: float | None = None,
     workspace: Path | None = None,
     backend: str | None = None,
+    steps: bool = False,
 ) -> Prepared:
     """The task's prepared state. A task with a ``setup`` (or ``share=True``, for a group
     forked from one prepared sandbox) runs it once, as root, in a container of its own,
     and is snapshotted; with ``keep_s`` the snapshot outlives this process that long.
     ``workspace`` replaces the task's ``workspace/`` folder (a repo's clone, say). Release
-    it with :func:`release`. Its sandboxes are ``backend``'s (the default one for ``None``)."""
+    it with :func:`release`. Its sandboxes are ``backend``'s (the default one for ``None``).
+    A multi-step task is refused unless ``steps`` (:mod:`agentenv.runner.steps` runs it,
+    from :func:`run_task`): no other driver may run it as one step without a word."""
+    if task.multi_step is not None and not steps:
+        raise TaskError(f"task {task.id!r} has steps: only run_task runs them (not RL yet)")
     task = await with_image_user(task, backend or default_backend())  # a name: its uid:gid
     dockerfile = task.folder / task.dockerfile if task.folder and task.dockerfile else None
     user = _ROOT if task.user == "root" else task.user
@@ -626,6 +632,18 @@ async def run_task(
     as it ends (``prepare``, ``create``, ``loop``, ``finish``, ``verify``, ``teardown``),
     so a failed episode still tells where its time went. Its sandboxes are ``backend``'s
     (the default one for ``None``)."""
+    if task.multi_step is not None:  # its steps over one sandbox: a room of its own
+        from agentenv.runner.steps import run_steps
+
+        return await run_steps(
+            task,
+            model,
+            pause=pause,
+            on_event=on_event,
+            on_tool_result=on_tool_result,
+            phases=phases,
+            backend=backend,
+        )
     timer = _Phases(phases)
     with timer("prepare"):
         prepared = await prepare(task, backend=backend)

@@ -51,6 +51,11 @@ class Policies:
     def for_task(self, task: Task) -> ChatModel:
         """The model that plays one episode of ``task``."""
         if self.spec == "oracle":
+            if task.multi_step is not None:  # each step's solution in its turn
+                _needs(task, "the oracle", ("write_file", "bash", "submit"))
+                from agentenv.runner.steps import steps_oracle
+
+                return steps_oracle(task)
             if task.solution is None:
                 raise TaskError(
                     f"task {task.id!r} has no solution.sh (or solution/solve.sh) for the oracle"

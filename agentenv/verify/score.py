@@ -53,6 +53,21 @@ class CheckResult(BaseModel):
     )
 
 
+class StepScore(BaseModel):
+    """One step's verdict in a multi-step task (Harbor's ``[[steps]]``)."""
+
+    name: str = Field(description="the step's name (its folder under steps/)")
+    reward: float = Field(description="in [0, 1]: the step's reward (0 when `error`)")
+    passed: bool = Field(description="full marks, and no error")
+    error: str | None = Field(None, description="why the step's verifier could not score")
+    detail: str = Field(
+        "", description="what it saw: test.sh's exit and output, or why the step did not run"
+    )
+    stopped: bool = Field(
+        False, description="the task stopped after this step (below its `min_reward`, or an error)"
+    )
+
+
 class Score(BaseModel):
     """What a verifier gave: reward in [0, 1], passed, the checks, and ``error`` when the
     verifier itself failed (then the reward is not valid)."""
@@ -81,6 +96,11 @@ class Score(BaseModel):
         description="every check's `suspicious` findings, each prefixed with the check's "
         "name (filled from `checks` when not given); an episode with any is flagged for "
         "review in results and the viewer",
+    )
+    steps: list[StepScore] = Field(
+        default_factory=list,
+        description="a multi-step task's: each step run, in order, with its reward (the "
+        "task's reward is their mean or the last's, as the task says); empty otherwise",
     )
 
     @model_validator(mode="after")

@@ -383,7 +383,25 @@ def _checks(score: Score | None) -> str:
     error = f"<p class='error'>{e(score.error)}</p>" if score.error else ""
     return (
         f"<p>reward {score.reward:.3f} · {'passed' if score.passed else 'failed'}</p>{error}"
-        f"<table class='checks'><thead><tr><th>check</th><th>score</th><th>verdict</th>"
+        + _steps(score)
+        + f"<table class='checks'><thead><tr><th>check</th><th>score</th><th>verdict</th>"
+        f"<th>detail</th></tr></thead><tbody>{rows}</tbody></table>"
+    )
+
+
+def _steps(score: Score) -> str:
+    """A multi-step task's steps, each with its reward, in the order they ran."""
+    if not score.steps:
+        return ""
+    rows = "".join(
+        f"<tr class='{'passed' if s.passed else 'failed'}'><td>{e(s.name)}</td>"
+        f"<td>{'error' if s.error else f'{s.reward:.2f}'}</td>"
+        f"<td>{'stopped the task' if s.stopped else ''}</td>"
+        f"<td>{_fold(s.error or s.detail)}</td></tr>"
+        for s in score.steps
+    )
+    return (
+        "<table class='checks steps'><thead><tr><th>step</th><th>reward</th><th></th>"
         f"<th>detail</th></tr></thead><tbody>{rows}</tbody></table>"
     )
 

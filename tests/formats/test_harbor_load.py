@@ -56,8 +56,8 @@ def test_every_schema_version_loads(tmp_path: Path, version: str) -> None:
 
 REFUSALS = {
     'artifacts = ["/app/out.txt"]\n': "artifacts: collecting artifacts",
-    '[[steps]]\nname = "one"\n': "steps: multi-step tasks",
-    'multi_step_reward_strategy = "mean"\n': "multi_step_reward_strategy: multi-step",
+    '[[steps]]\nname = "../up"\n': "steps[0].name: '../up' is not a folder name",
+    'multi_step_reward_strategy = "best"\n': "multi_step_reward_strategy: 'best' is not one",
     '[environment]\nskills_dir = "/skills"\n': "environment.skills_dir: skills",
     '[[environment.mcp_servers]]\nname = "m"\nurl = "http://m/mcp"\n': (
         "environment.mcp_servers: MCP"
@@ -157,8 +157,9 @@ def test_real_cookbook_tasks_load_or_are_refused_naming_the_feature(tmp_path: Pa
     assert f"{spec}: environment.skills_dir" in refused(cookbook(tmp_path, "skills"))
     multi = refused(cookbook(tmp_path, "multi-step"))
     spec = str(tmp_path / "multi-step" / "task.toml")
-    for field in ("steps", "artifacts"):
+    for field in ("steps[2].artifacts", "artifacts"):  # its steps run (test_harbor_steps.py)
         assert f"{spec}: {field}: " in multi, multi
+    assert f"{spec}: steps: " not in multi
     mcp = refused(cookbook(tmp_path, "mcp-tools"))
     assert "docker-compose.yaml" not in mcp  # its compose file runs (test_harbor_compose.py)
     assert "mcp-tools/task.toml: environment.mcp_servers: MCP servers" in mcp

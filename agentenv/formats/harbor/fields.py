@@ -16,6 +16,7 @@ from agentenv.formats.harbor.compose import compose_fields, shared_mode
 from agentenv.formats.harbor.envvars import resolve
 from agentenv.formats.harbor.refused import Bad, refusals
 from agentenv.formats.harbor.schema import SCHEMA_VERSIONS, unknown_keys
+from agentenv.formats.harbor.steps import has_steps, step_fields
 from agentenv.formats.harbor.verifier import verifier_fields
 from agentenv.problems import Problem, Problems
 from agentenv.sandbox.spec import parse_size
@@ -65,7 +66,8 @@ def task_fields(raw: dict[str, Any], folder: Path, spec_file: Path) -> dict[str,
     compose = compose_fields(folder, problems)  # services beside main (.compose)
     checked["mode"] = shared_mode(checked["mode"], bool(compose))
     image, workdir = env.get("docker_image"), _workdir(env, folder, problems, bad)
-    if not (folder / "tests" / "test.sh").is_file():
+    steps = step_fields(raw, folder, bad, problems, lambda t, w: _healthcheck(t, bad, w))
+    if not (folder / "tests" / "test.sh").is_file() and not has_steps(raw):  # a step's serves
         problems.append(Problem(folder / "tests" / "test.sh", "not found (Harbor's verifier)"))
     name = str(task.get("name") or folder.resolve().name).rsplit("/", 1)[-1]
     tags = [*_strings(metadata, "tags", "metadata", bad), *_strings(task, "keywords", "task", bad)]
@@ -96,6 +98,7 @@ def task_fields(raw: dict[str, Any], folder: Path, spec_file: Path) -> dict[str,
         "env": task_env,
         "solution_env": resolve(solution.get("env"), "solution.env", bad),
         "healthcheck": _healthcheck(env, bad),
+        "multi_step": steps,
     }
     if verifier.get("user") is not None:  # test.sh's user; else the image's, as Harbor
         _user(verifier, "verifier", bad)  # a name or a uid, checked
@@ -162,13 +165,16 @@ _HEALTHCHECK = {  # Harbor's key → the Healthcheck field
 }
 
 
-def _healthcheck(env: dict[str, Any], bad: Bad) -> dict[str, Any] | None:
-    """``[environment] healthcheck`` as a :class:`~agentenv.tasks.Healthcheck`'s fields."""
+def _healthcheck(
+    env: dict[str, Any], bad: Bad, where: str = "environment"
+) -> dict[str, Any] | None:
+    """``[environment] healthcheck`` (or a step's, ``where`` says) as a
+    :class:`~agentenv.tasks.Healthcheck`'s fields."""
     table = env.get("healthcheck")
     if table is None:
         return None
     if not isinstance(table, dict) or not isinstance(table.get("command"), str):
-        bad("environment.healthcheck", "must be a table with a command (a string)")
+        bad(f"{where}.healthcheck", "must be a table with a command (a string)")
         return None
     fields: dict[str, Any] = {"command": table["command"]}
     for key, field in _HEALTHCHECK.items():
@@ -177,12 +183,12 @@ def _healthcheck(env: dict[str, Any], bad: Bad) -> dict[str, Any] | None:
             continue
         least = 0.0 if key != "timeout_sec" else math.ulp(0.0)  # no pause is fine, no time not
         if isinstance(value, bool) or not isinstance(value, int | float) or not value >= least:
-            bad(f"environment.healthcheck.{key}", f"{value!r} is not a number of seconds")
+            bad(f"{where}.healthcheck.{key}", f"{value!r} is not a number of seconds")
         else:
             fields[field] = float(value)
     retries = table.get("retries", 3)
     if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
-        bad("environment.healthcheck.retries", f"{retries!r} is not a whole number >= 0")
+        bad(f"{where}.healthcheck.retries", f"{retries!r} is not a whole number >= 0")
     else:
         fields["retries"] = retries
     return fields

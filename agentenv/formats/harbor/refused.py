@@ -2,7 +2,7 @@
 naming the file and the field: one function per feature, so that lifting a refusal is
 deleting its call in :func:`refusals` once the feature is built.
 
-Two kinds: *not yet* (a subsystem agentenv lacks today: steps, MCP servers, ...) and
+Two kinds: *not yet* (a subsystem agentenv lacks today: MCP servers, ...) and
 *never here* (hardware or an OS these sandboxes cannot give: a GPU, a TPU, Windows
 containers), which say why."""
 
@@ -24,21 +24,8 @@ def refusals(raw: dict[str, Any], folder: Path, bad: Bad) -> list[Problem]:
     """Every feature of the Harbor task ``raw`` (its task.toml) in ``folder`` that agentenv
     cannot run: a field's through ``bad``, a file's returned."""
     env, verifier = _table(raw, "environment"), _table(raw, "verifier")
-    problems = steps(raw, folder, bad)
     _not_yet(raw, env, verifier, bad)
     hardware(env, bad)
-    return problems
-
-
-def steps(raw: dict[str, Any], folder: Path, bad: Bad) -> list[Problem]:
-    """A multi-step task: ``[[steps]]``, a ``steps/`` folder, ``multi_step_reward_strategy``."""
-    why = "multi-step tasks are not supported by agentenv yet"
-    if raw.get("steps") not in (None, []):
-        bad("steps", why)
-    if "multi_step_reward_strategy" in raw:
-        bad("multi_step_reward_strategy", why)
-    if (folder / "steps").is_dir() and raw.get("steps") in (None, []):
-        return [Problem(folder / "steps", why)]
     return []
 
 
