@@ -3,6 +3,7 @@ tools offered to the model beside the built-in ones, named ``<server>__<tool>``,
 through the ``mcp`` SDK from the host at the compose service's address on the task's private
 network (the sandbox gets no network for it), the calls and results in the trajectory; a
 failing call or a server that went down is an error result for the model, never a crash.
+A second server of the same program over SSE (Harbor's default transport) sits beside it.
 
 The task mirrors Harbor's cookbook ``mcp-tools`` (a FastMCP server, streamable-http, as a
 compose service ``main`` depends on, healthy; the agent must write the secret it returns to
@@ -62,7 +63,8 @@ def shutdown() -> str:
     threading.Timer(0.3, os._exit, [0]).start()
     return "stopping"
 
-mcp.run(transport="streamable-http", host="0.0.0.0", port=8000)
+import sys
+mcp.run(transport=sys.argv[1], host="0.0.0.0", port=8000)
 """
 
 COMPOSE = f"""\
@@ -74,7 +76,7 @@ services:
   mcp-server:
     image: {BASE_IMAGE}
     # the container outlives the server: a side service that exits cannot be paused
-    command: ["sh", "-c", "python3 /srv/server.py; exec sleep 3600"]
+    command: ["sh", "-c", "python3 /srv/server.py streamable-http; exec sleep 3600"]
     environment:
       PYTHONPATH: /deps
     volumes:
@@ -87,6 +89,14 @@ services:
       interval: 1s
       timeout: 5s
       retries: 30
+  mcp-sse:
+    image: {BASE_IMAGE}
+    command: ["python3", "/srv/server.py", "sse"]
+    environment:
+      PYTHONPATH: /deps
+    volumes:
+      - ./mcp-server:/srv:ro
+      - ./deps:/deps:ro
 """
 
 TOML = """\
@@ -103,6 +113,10 @@ memory_mb = 1024
 name = "mcp-server"
 transport = "streamable-http"
 url = "http://mcp-server:8000/mcp"
+
+[[environment.mcp_servers]]
+name = "mcp-sse"
+url = "http://mcp-sse:8000/sse"
 """
 
 TEST = f"""\
@@ -165,14 +179,15 @@ async def test_the_model_calls_an_mcp_tool_and_a_dead_server_is_an_error_result(
     tmp_path: Path,
 ) -> None:
     task = load_task(mcp_task(tmp_path))  # refused before: "MCP servers ... not supported"
-    assert [s.name for s in task.mcp_servers] == ["mcp-server"]
+    assert [s.name for s in task.mcp_servers] == ["mcp-server", "mcp-sse"]
+    assert task.mcp_servers[1].transport == "sse"  # Harbor's default
     calls = [
         [_call("mcp-server__get_secret"), _call("mcp-server__add", a=2, b=3)],
         [_call("mcp-server__fail"), _call("mcp-server__add", a="x")],
         [_call("bash", command=f"printf {SECRET} > /app/secret.txt")],
         [_call("mcp-server__shutdown")],
         [_call("bash", command="sleep 1"), _call("mcp-server__get_secret")],
-        [_call("submit")],
+        [_call("mcp-sse__add", a=40, b=2), _call("submit")],
     ]
     script = [ScriptedTurn(reasoning="Next step.", tool_calls=turn) for turn in calls]
     server = K3Server(script)
@@ -191,6 +206,7 @@ async def test_the_model_calls_an_mcp_tool_and_a_dead_server_is_an_error_result(
     assert by[5][:2] == ("mcp-server__shutdown", False), by
     gone = by[7]
     assert gone[:2] == ("mcp-server__get_secret", True) and "failed" in gone[2], by
+    assert by[8] == ("mcp-sse__add", False, "42"), by  # the other server, over SSE
     tool_messages = [m for m in traj.messages if m["role"] == "tool"]
     assert tool_messages[0]["content"] == SECRET  # what the model was sent back
     assert traj.stop_reason == "submitted"
