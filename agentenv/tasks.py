@@ -28,6 +28,7 @@ from pydantic import (
     model_validator,
 )
 
+from agentenv.agent.mcp import McpServer
 from agentenv.agent.tools import DEFAULT_TOOLS, Tool, tools_named
 from agentenv.agent.trajectory import Limits
 from agentenv.errors import TaskError
@@ -108,6 +109,9 @@ class Task(BaseModel):
     workdir: str = "/workspace"
     limits: Limits = Limits()
     tools: list[str] | None = None  # the built-in tools the agent gets; default: all of them
+    # MCP servers among the compose services whose tools the agent gets too, named
+    # <server>__<tool> (Harbor's [[environment.mcp_servers]]; agentenv.agent.mcp)
+    mcp_servers: list[McpServer] = []
     setup: str | None = None  # a command run once before the agent (forked groups share it)
     verifier: Check | None = None
     # uid:gid, "root", or a user name in the image (resolved to its uid:gid at prepare)
@@ -143,6 +147,13 @@ class Task(BaseModel):
     def agent_tools(self) -> tuple[Tool, ...]:
         """What the agent is shown and may run: the task's ``tools``, else the defaults."""
         return DEFAULT_TOOLS if self.tools is None else tools_named(self.tools)
+
+    @model_validator(mode="after")
+    def _mcp_servers_named_once(self) -> Task:
+        names = [server.name for server in self.mcp_servers]
+        if len(set(names)) != len(names):
+            raise ValueError(f"mcp_servers: two servers share a name: {names}")
+        return self
 
     @field_validator("disk", mode="before")
     @classmethod
@@ -247,6 +258,7 @@ def task_digest(task: Task) -> str:
         "image_entrypoint": False,
         "compose": None,
         "multi_step": None,
+        "mcp_servers": [],
     }
     unset = {name for name, default in fresh.items() if getattr(task, name) == default}
     h = hashlib.sha256(task.model_dump_json(exclude={"folder", *unset}).encode())

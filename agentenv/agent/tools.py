@@ -95,11 +95,18 @@ class Tool:
     docstring is the description the model sees, and whose fields are the JSON schema),
     and ``run(sandbox, args)``, which returns text or a :class:`ToolOutput`. The loop builds
     both the request's ``tools`` field and the dispatch from one list of these, so what the
-    model is shown and what runs cannot disagree."""
+    model is shown and what runs cannot disagree.
+
+    A tool whose schema is not a pydantic model's (one of an MCP server,
+    :mod:`agentenv.agent.mcp`) gives its ``description`` and ``parameters`` (the JSON
+    schema, as a JSON string so that the tool stays hashable) instead; its ``args`` then
+    only has to accept what that schema allows."""
 
     name: str
     args: type[BaseModel]
     run: Callable[[Sandbox, Any], Awaitable[str | ToolOutput]]
+    description: str | None = None
+    parameters: str | None = None
 
     def __post_init__(self) -> None:
         if not _NAME.fullmatch(self.name):
@@ -107,9 +114,14 @@ class Tool:
 
     def schema(self) -> dict[str, Any]:
         """The tool's entry in a chat request's ``tools`` field."""
-        parameters = self.args.model_json_schema()
-        parameters.pop("title", None)
+        if self.parameters is not None:
+            parameters = json.loads(self.parameters)
+        else:
+            parameters = self.args.model_json_schema()
+            parameters.pop("title", None)
         description = parameters.pop("description", "")
+        if self.description is not None:
+            description = self.description
         return {
             "type": "function",
             "function": {"name": self.name, "description": description, "parameters": parameters},
@@ -189,7 +201,7 @@ def tools_named(names: Sequence[str]) -> tuple[Tool, ...]:
     return tuple(BUILTIN[name] for name in names)
 
 
-@functools.cache
+@functools.lru_cache(maxsize=256)  # bounded: each episode with MCP servers makes new tools
 def _schemas(tools: tuple[Tool, ...]) -> list[dict[str, Any]]:
     names = [tool.name for tool in tools]
     if len(set(names)) != len(names):

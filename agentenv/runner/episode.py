@@ -31,6 +31,7 @@ import anyio
 from pydantic import BaseModel, ConfigDict
 
 from agentenv.agent.loop import run_episode
+from agentenv.agent.mcp import mcp_tools
 from agentenv.agent.trajectory import ToolResultCallback, Trajectory
 from agentenv.archive import Archive
 from agentenv.errors import TaskError
@@ -650,17 +651,18 @@ async def run_task(
     try:
         async with episode(prepared, phases=phases) as ep:
             with timer("loop"):
-                traj = await run_episode(
-                    model,
-                    ep.sandbox,
-                    task.instruction,
-                    task_id=task.id,
-                    limits=task.limits,
-                    tools=task.agent_tools,
-                    pause=pause,
-                    on_event=on_event,
-                    on_tool_result=on_tool_result,
-                )
+                async with mcp_tools(task.mcp_servers, ep.sandbox) as served:
+                    traj = await run_episode(
+                        model,
+                        ep.sandbox,
+                        task.instruction,
+                        task_id=task.id,
+                        limits=task.limits,
+                        tools=(*task.agent_tools, *served),  # the task's MCP servers' too
+                        pause=pause,
+                        on_event=on_event,
+                        on_tool_result=on_tool_result,
+                    )
             final, traj.score = await ep.conclude()
         return traj, final
     finally:

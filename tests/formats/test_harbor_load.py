@@ -60,7 +60,7 @@ REFUSALS = {
     'multi_step_reward_strategy = "best"\n': "multi_step_reward_strategy: 'best' is not one",
     '[environment]\nskills_dir = "/skills"\n': "environment.skills_dir: skills",
     '[[environment.mcp_servers]]\nname = "m"\nurl = "http://m/mcp"\n': (
-        "environment.mcp_servers: MCP"
+        "environment.mcp_servers[0].url: http://m/mcp: agentenv reaches MCP servers only at"
     ),
     '[environment]\nnetwork_mode = "allowlist"\nallowed_hosts = ["pypi.org"]\n': (
         "environment.allowed_hosts: a network allowlist"
@@ -160,6 +160,5 @@ def test_real_cookbook_tasks_load_or_are_refused_naming_the_feature(tmp_path: Pa
     for field in ("steps[2].artifacts", "artifacts"):  # its steps run (test_harbor_steps.py)
         assert f"{spec}: {field}: " in multi, multi
     assert f"{spec}: steps: " not in multi
-    mcp = refused(cookbook(tmp_path, "mcp-tools"))
-    assert "docker-compose.yaml" not in mcp  # its compose file runs (test_harbor_compose.py)
-    assert "mcp-tools/task.toml: environment.mcp_servers: MCP servers" in mcp
+    mcp = load_task(cookbook(tmp_path, "mcp-tools"))  # its server's tools: tests/agent/test_mcp.py
+    assert mcp.compose is not None and [s.name for s in mcp.mcp_servers] == ["mcp-server"]

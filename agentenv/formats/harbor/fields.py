@@ -14,6 +14,7 @@ from agentenv.agent.trajectory import Limits
 from agentenv.formats.harbor import dockerfile as dockerfiles
 from agentenv.formats.harbor.compose import compose_fields, shared_mode
 from agentenv.formats.harbor.envvars import resolve
+from agentenv.formats.harbor.mcp import mcp_fields
 from agentenv.formats.harbor.refused import Bad, refusals
 from agentenv.formats.harbor.schema import SCHEMA_VERSIONS, unknown_keys
 from agentenv.formats.harbor.steps import has_steps, step_fields
@@ -109,6 +110,7 @@ def task_fields(raw: dict[str, Any], folder: Path, spec_file: Path) -> dict[str,
         fields["image"] = str(image)
     fields.update(_resources(env, bad))
     fields.update(compose)
+    fields.update(mcp_fields(env, folder, bad))  # servers among the compose services
     if problems:
         raise Problems(problems)
     return fields

@@ -1,0 +1,273 @@
+"""A task's MCP servers (Harbor's ``[[environment.mcp_servers]]``): their tools offered to the
+model beside agentenv's own, through the ``mcp`` SDK (the ``mcp`` extra), never a protocol of
+our own.
+
+Where a server is and how it is reached: an ``sse`` or ``streamable-http`` server is a
+service of the task's compose file (its URL names the service, as the task's ``main`` sees
+it). The host connects to that service's container at its address on the group's private
+network, with the URL's own ``Host`` header, so the sandbox never gets a network for it;
+a URL naming anything else is refused when the tools are opened. ``stdio`` servers are not
+run (the sandbox has no exec with a streaming stdin to carry their stdio): the Harbor
+loader refuses them by name.
+
+Each server's tools are listed once when the episode starts (a server that never answers
+is an infrastructure error, the task's environment did not come up); each tool is named
+``<server>__<tool>`` so that two servers, or a server and a built-in tool, cannot clash.
+Each call opens its own MCP session, so a server that dies, hangs or answers garbage
+costs that call only: it becomes an error result for the model, never a crash. What a
+stateful server keeps per session is therefore not kept from one call to the next.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+from urllib.parse import urlsplit, urlunsplit
+
+import anyio
+from pydantic import BaseModel, ConfigDict, Field
+
+from agentenv.agent.tools import Tool, ToolOutput
+from agentenv.sandbox.errors import SandboxError
+
+if TYPE_CHECKING:
+    from agentenv.sandbox.protocol import Sandbox
+
+CALL_TIMEOUT_S = 120.0  # one tool call, connection included
+LIST_WAIT_S = 30.0  # a server not answering its tool list by then is down
+_RETRY_S = 0.5
+_TEMPLATE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+class McpServer(BaseModel):
+    """One MCP server of a task: its ``name`` (the prefix of its tools' names), its
+    ``transport`` and ``url`` (a compose service's, as ``main`` would reach it), and HTTP
+    ``headers`` sent with each request (``${VAR}`` in a value is the host's variable,
+    looked up when the tools are opened, so a credential is never written in the task)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1)
+    transport: Literal["sse", "streamable-http"] = "sse"  # Harbor's default
+    url: str = Field(pattern=r"^https?://")
+    headers: dict[str, str] = {}
+
+
+class McpArgs(BaseModel):
+    """Any JSON object: an MCP tool's arguments are checked by its server against the
+    schema it declared, which is what the model is shown."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+@dataclass(frozen=True)
+class _Endpoint:
+    """Where the host reaches one server: the URL with the service's address, the headers
+    (with ``Host`` as the task's URL names it)."""
+
+    server: McpServer
+    url: str
+    headers: dict[str, str]
+
+
+def tool_name(server: str, tool: str) -> str:
+    """``<server>__<tool>``, in the characters a tool name may hold, at most 64 of them."""
+    clean = re.sub(r"[^A-Za-z0-9_-]", "_", f"{server}__{tool}")
+    return clean[:64]
+
+
+@asynccontextmanager
+async def mcp_tools(servers: Sequence[McpServer], sandbox: Sandbox) -> AsyncIterator[list[Tool]]:
+    """The tools of ``servers`` for an episode in ``sandbox``: listed now, each call in a
+    session of its own. Raises :class:`SandboxError` naming the server that cannot be
+    reached, or a URL that is not a service of ``sandbox``'s compose group."""
+    tools: list[Tool] = []
+    if servers:
+        _sdk()
+    for server in servers:
+        endpoint = await _endpoint(server, sandbox)
+        tools += await _list(endpoint)
+    names = [tool.name for tool in tools]
+    clashing = sorted({name for name in names if names.count(name) > 1})
+    if clashing:
+        raise SandboxError(f"MCP tools share a name once prefixed: {', '.join(clashing)}")
+    yield tools
+
+
+def _sdk() -> None:
+    """Raise :class:`SandboxError` saying how to install the SDK when it is missing."""
+    try:
+        import mcp  # noqa: F401
+    except ImportError as e:
+        raise SandboxError(
+            f"the task has MCP servers and the mcp SDK is missing ({e}): "
+            "pip install 'agentenv[mcp]'"
+        ) from e
+
+
+async def _endpoint(server: McpServer, sandbox: Sandbox) -> _Endpoint:
+    """The URL of ``server`` with its compose service's address on the group's network."""
+    parts = urlsplit(server.url)
+    host = parts.hostname or ""
+    address = await service_address(sandbox, host)
+    if address is None:
+        raise SandboxError(
+            f"MCP server {server.name!r}: {server.url} does not name a service of the task's "
+            "compose file; agentenv reaches MCP servers only there (never by giving the "
+            "sandbox a network)"
+        )
+    netloc = address if parts.port is None else f"{address}:{parts.port}"
+    url = urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+    headers = {name: _expand(server, name, value) for name, value in server.headers.items()}
+    headers["Host"] = parts.netloc.rsplit("@", 1)[-1]  # as the server expects to be named
+    return _Endpoint(server, url, headers)
+
+
+async def service_address(sandbox: Sandbox, service: str) -> str | None:
+    """The IP address of the compose service ``service`` beside ``sandbox`` on the group's
+    private network (the host is on that bridge), or None when ``sandbox`` has no such
+    service."""
+    group = getattr(sandbox, "group", None)  # a ComposeSandbox's ServiceGroup
+    if group is None or service not in getattr(group, "containers", {}):
+        return None
+    info = await group.engine.run(group.engine.api.inspect_container, group.containers[service])
+    networks = (info.get("NetworkSettings") or {}).get("Networks") or {}
+    address = (networks.get(group.project) or {}).get("IPAddress")
+    return str(address) if address else None
+
+
+def _expand(server: McpServer, header: str, value: str) -> str:
+    def one(match: re.Match[str]) -> str:
+        name, default = match.group(1), match.group(2)
+        if name in os.environ:
+            return os.environ[name]
+        if default is not None:
+            return default
+        raise SandboxError(
+            f"MCP server {server.name!r}: header {header} needs the host's environment "
+            f"variable {name}, which is not set"
+        )
+
+    return _TEMPLATE.sub(one, value)
+
+
+@asynccontextmanager
+async def _session(endpoint: _Endpoint) -> AsyncIterator[Any]:
+    """An initialised ``mcp.Client`` on ``endpoint`` (the SDK is imported only here: it is
+    the ``mcp`` extra)."""
+    import httpx2
+    from mcp import Client
+    from mcp.client.sse import sse_client
+    from mcp.client.streamable_http import streamable_http_client
+
+    def http(
+        headers: dict[str, str] | None = None,
+        timeout: httpx2.Timeout | None = None,
+        auth: httpx2.Auth | None = None,
+    ) -> httpx2.AsyncClient:
+        # trust_env off: a host proxy must not carry a request meant for the group's bridge
+        return httpx2.AsyncClient(
+            headers={**endpoint.headers, **(headers or {})},
+            timeout=timeout or httpx2.Timeout(30.0, read=CALL_TIMEOUT_S),
+            auth=auth,
+            trust_env=False,
+        )
+
+    if endpoint.server.transport == "sse":
+        transport: Any = sse_client(
+            endpoint.url, headers=endpoint.headers, httpx_client_factory=http
+        )
+        async with Client(transport, read_timeout_seconds=CALL_TIMEOUT_S) as client:
+            yield client
+        return
+    async with http() as client_http:
+        transport = streamable_http_client(endpoint.url, http_client=client_http)
+        async with Client(transport, read_timeout_seconds=CALL_TIMEOUT_S) as client:
+            yield client
+
+
+async def _list(endpoint: _Endpoint) -> list[Tool]:
+    """The server's tools, asked until it answers (a compose service may still be starting)
+    or :data:`LIST_WAIT_S` have passed."""
+    deadline = time.monotonic() + LIST_WAIT_S
+    while True:
+        try:
+            with anyio.fail_after(CALL_TIMEOUT_S):
+                async with _session(endpoint) as client:
+                    listed, cursor = [], None
+                    while True:
+                        page = await client.list_tools(cursor=cursor)
+                        listed += page.tools
+                        cursor = page.next_cursor
+                        if cursor is None:
+                            break
+            break
+        except Exception as e:  # the SDK's and the transport's errors, groups of them too
+            if time.monotonic() > deadline:
+                raise SandboxError(
+                    f"MCP server {endpoint.server.name!r} at {endpoint.server.url} did not "
+                    f"list its tools in {LIST_WAIT_S:g} s: {_said(e)}"
+                ) from e
+            await anyio.sleep(_RETRY_S)
+    return [_tool(endpoint, tool) for tool in listed]
+
+
+def _tool(endpoint: _Endpoint, tool: Any) -> Tool:
+    """One listed MCP tool as an agentenv :class:`Tool` (its own schema shown verbatim)."""
+    remote = str(tool.name)
+
+    async def run(box: Sandbox, args: McpArgs) -> ToolOutput:
+        return await call(endpoint, remote, dict(args.model_extra or {}))
+
+    schema = dict(tool.input_schema or {"type": "object", "properties": {}})
+    return Tool(
+        tool_name(endpoint.server.name, remote),
+        McpArgs,
+        run,
+        description=str(tool.description or f"{remote} (MCP server {endpoint.server.name})"),
+        parameters=json.dumps(schema, sort_keys=True),
+    )
+
+
+async def call(endpoint: _Endpoint, tool: str, arguments: dict[str, Any]) -> ToolOutput:
+    """Call ``tool`` of the server at ``endpoint`` in a session of its own; whatever goes
+    wrong (the server down, hanging past :data:`CALL_TIMEOUT_S`, an error it answers) is an
+    error result for the model."""
+    who = f"MCP server {endpoint.server.name!r}"
+    try:
+        with anyio.fail_after(CALL_TIMEOUT_S):
+            async with _session(endpoint) as client:
+                result = await client.call_tool(tool, arguments)
+    except TimeoutError:
+        return ToolOutput(text=f"{who}: {tool} gave no answer in {CALL_TIMEOUT_S:g} s", error=True)
+    except Exception as e:  # the SDK's and the transport's errors, groups of them too
+        return ToolOutput(text=f"{who}: {tool} failed: {_said(e)}", error=True)
+    return ToolOutput(text=_text(result), error=bool(getattr(result, "is_error", False)))
+
+
+def _text(result: Any) -> str:
+    """A tool result's content as text: text blocks as they are, others as JSON."""
+    parts = []
+    for block in result.content or []:
+        text = getattr(block, "text", None)
+        parts.append(text if isinstance(text, str) else block.model_dump_json(exclude_none=True))
+    structured = getattr(result, "structured_content", None)
+    if not parts and structured is not None:
+        parts.append(json.dumps(structured))
+    return "\n".join(parts)
+
+
+def _said(e: BaseException) -> str:
+    """What an error says, the first one inside an exception group."""
+    while isinstance(e, BaseExceptionGroup) and e.exceptions:
+        e = e.exceptions[0]
+    return f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
+
+
+__all__ = ["CALL_TIMEOUT_S", "McpArgs", "McpServer", "call", "mcp_tools", "service_address"]
