@@ -86,6 +86,20 @@ async def test_everything_is_labelled_and_removed_together(tmp_path: Path) -> No
     assert not (engine.api.volumes(filters={"label": f"{GROUP}={project}"}) or {}).get("Volumes")
 
 
+async def test_a_service_that_exited_does_not_stop_the_group_pausing(tmp_path: Path) -> None:
+    # the agent can stop a service through its port (an MCP server's shutdown tool, say):
+    # pausing the group then freezes what still runs, and the episode goes on
+    box = await create_compose(SPEC, write_environment(tmp_path), {})
+    try:
+        gone = next(iter(box.group.containers.values()))
+        connect().api.kill(gone)
+        await box.pause()
+        await box.resume()
+        assert (await box.exec("true")).ok
+    finally:
+        await box.close()
+
+
 LEAKER = """
     import json, sys, anyio
     from pathlib import Path

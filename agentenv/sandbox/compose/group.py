@@ -234,7 +234,13 @@ class ServiceGroup:
 
         async def one(name: str) -> None:
             cid = self.containers[name]
-            self._frozen[name] = await freeze(cid, self.spec, self._engine_freeze(cid))
+            try:
+                self._frozen[name] = await freeze(cid, self.spec, self._engine_freeze(cid))
+            except docker.errors.APIError as e:
+                if e.status_code != 409:  # 409: it is not running (it exited: the agent
+                    raise  # may have stopped it through its port); nothing to freeze
+                log.info("compose.service_not_running", service=name, said=str(e)[:200])
+                self.running.discard(name)
 
         await _each(one, [n for n in self.running if n not in self._frozen])
 
