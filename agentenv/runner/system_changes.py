@@ -7,7 +7,10 @@ the agent's filesystem (a Harbor task) shows it beside its reward."""
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
+import os
+import stat
 from collections.abc import Iterable
 
 import anyio
@@ -81,6 +84,16 @@ async def container_changes(box: Sandbox) -> list[tuple[str, str]] | None:
             from agentenv.sandbox.docker.engine import get_engine
 
             engine = await get_engine()
+            info = await engine.run(engine.api.inspect_container, box.id)
+            driver = info.get("GraphDriver") or {}
+            layers = driver.get("Data") or {}
+            if driver.get("Name") == "overlay2" and os.path.isdir(layers.get("UpperDir", "")):
+                # the container's own layer, read where the engine keeps it: what `docker
+                # diff` computes, without its walk of the image (half a second a call)
+                lower = [d for d in str(layers.get("LowerDir", "")).split(":") if d]
+                found = await anyio.to_thread.run_sync(_upper_changes, layers["UpperDir"], lower)
+                if found is not None:
+                    return found
             raw = await engine.run(engine.api.diff, box.id) or []
             return [(_KINDS.get(e.get("Kind"), "changed"), str(e.get("Path"))) for e in raw]
         if backend == "podman":
@@ -93,3 +106,53 @@ async def container_changes(box: Sandbox) -> list[tuple[str, str]] | None:
     except Exception as e:  # a report, not a verdict: the engine's failure is logged
         log.warning("system_changes.failed", sandbox=box.id, error=str(e))
     return None
+
+
+MAX_WALKED = 200_000  # entries of a container's layer read here; past it, the engine's diff
+
+
+def _upper_changes(upper: str, lower: list[str]) -> list[tuple[str, str]] | None:
+    """``(kind, path)`` of what an overlay container layer (``upper``, over the image's
+    ``lower`` folders) holds under the watched places: a whiteout (a 0:0 character device)
+    is a removal; anything else was added, or changed when the image has it. Links are never
+    followed. ``None`` past :data:`MAX_WALKED` entries (the caller asks the engine)."""
+    roots = {f.rstrip("/") for f in WATCHED} | set(WATCHED_FILES)
+    found: list[tuple[str, str]] = []
+    walked = 0
+    for root in sorted(roots):
+        if not _real_folders(upper, root.rsplit("/", 1)[0]):
+            continue  # a link on the way: never followed on this host (nor is it watched)
+        stack = [root]
+        while stack:
+            path = stack.pop()
+            try:
+                st = os.lstat(upper + path)
+            except OSError:
+                continue  # not in the container's layer: unchanged
+            walked += 1
+            if walked > MAX_WALKED:
+                return None
+            if stat.S_ISCHR(st.st_mode) and st.st_rdev == 0:
+                found.append(("removed", path))
+                continue
+            before = any(os.path.lexists(layer + path) for layer in lower)
+            found.append(("changed" if before else "added", path))
+            if stat.S_ISDIR(st.st_mode) and path not in WATCHED_FILES:
+                with contextlib.suppress(OSError):  # gone meanwhile
+                    stack += [f"{path}/{name}" for name in os.listdir(upper + path)]
+    return found
+
+
+def _real_folders(upper: str, path: str) -> bool:
+    """Whether each folder on ``path`` (``/usr/local``) is a real folder in the layer, or
+    absent from it (unchanged): a link there would lead the walk out onto this host."""
+    at = upper
+    for part in [p for p in path.split("/") if p]:
+        at = f"{at}/{part}"
+        try:
+            mode = os.lstat(at).st_mode
+        except OSError:
+            return True  # not in the layer: nothing below it is either
+        if not stat.S_ISDIR(mode):
+            return False
+    return True

@@ -4,6 +4,8 @@ artifacts and nothing else of the agent's."""
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -11,7 +13,7 @@ import pytest
 from agentenv.runner.episode import run_task
 from agentenv.runner.harbor_verdict import flag_changes
 from agentenv.runner.policy import Policies
-from agentenv.runner.system_changes import findings
+from agentenv.runner.system_changes import _upper_changes, findings
 from agentenv.sandbox.images import BASE_IMAGE
 from agentenv.tasks import Task, load_task
 from agentenv.verify.kinds.harbor import HarborCheck, _from_json
@@ -134,3 +136,29 @@ async def test_separate_sees_the_artifacts_and_nothing_else_of_the_agents(tmp_pa
         await policies.aclose()
     assert traj.score is not None and traj.score.error is None, traj.score
     assert traj.reward == 1.0, traj.score
+
+
+@pytest.mark.no_docker
+def test_the_container_layer_is_read_as_the_engine_diffs_it_and_no_link_is_followed(
+    tmp_path: Path,
+) -> None:
+    upper, lower, host = tmp_path / "upper", tmp_path / "lower", tmp_path / "host"
+    for folder in (upper / "usr/local/bin", lower / "usr/bin", upper / "usr/bin", host / "x"):
+        folder.mkdir(parents=True)
+    (lower / "usr/bin/python3").write_text("the image's")
+    (upper / "usr/bin/python3").write_text("replaced")  # changed: the image has it
+    (upper / "usr/local/bin/tool").write_text("new")  # added
+    os.mknod(upper / "usr/bin/gone", stat.S_IFCHR, 0)  # a whiteout: removed
+    (host / "x" / "secret").write_text("the host's")
+    (upper / "lib").symlink_to(host)  # a link in the layer leads nowhere on the host
+    (upper / "usr/local/bin/lnk").symlink_to(host / "x")
+    found = sorted(_upper_changes(str(upper), [str(lower)]) or [])
+    assert ("changed", "/usr/bin/python3") in found and ("added", "/usr/local/bin/tool") in found
+    assert ("removed", "/usr/bin/gone") in found
+    assert not any("secret" in path for _, path in found), found
+    assert findings(found) == [
+        "/usr/bin/gone removed",
+        "/usr/bin/python3 changed",
+        "/usr/local/bin/lnk added",
+        "/usr/local/bin/tool added",
+    ]
