@@ -253,7 +253,7 @@ class ContainerSandbox:
         direct path asks the engine (see :meth:`Sandbox.exec` for the errors)."""
         self._check_usable()
         check_exec_args(cmd, env, timeout)
-        run = self._executors.exec
+        run = run_fast = self._executors.exec
         if self.exec_mode != "fast" and self._direct is not None:
             run = self._direct.exec
         args: dict[str, Any] = dict(timeout=timeout, cwd=cwd, env=env, stdin=stdin)
@@ -261,12 +261,21 @@ class ContainerSandbox:
         try:
             return await run(cmd, **args)
         except ExecUserError as e:
-            # the executor may not switch (no CAP_SETUID there: an image's USER that is not
-            # root keeps even a root exec's capabilities empty); the engine can, and nothing
-            # ran, so the command goes that way
-            if e.reason != "not_permitted" or self._direct is None or run == self._direct.exec:
+            # a sandbox made to switch users (root, CAP_SETUID/SETGID in its spec) whose
+            # executor still may not: an image whose USER is not root leaves even a root
+            # exec's capabilities empty. The engine can, and nothing ran, so the command goes
+            # that way. Any other sandbox (the agent's) keeps refusing
+            if e.reason != "not_permitted" or not self._may_switch() or run != run_fast:
                 raise
+            assert self._direct is not None
             return await self._direct.exec(cmd, **args)
+
+    def _may_switch(self) -> bool:
+        """Whether this sandbox was made to run commands as other users (root by default,
+        with the capabilities to drop), and the engine can do it for it."""
+        caps = {c.upper().removeprefix("CAP_") for c in self.spec.cap_add}
+        root = (self.spec.user or "").split(":")[0] in ("0", "root")
+        return root and {"SETUID", "SETGID"} <= caps and self._direct is not None
 
     def _failures_or(self, *more: type[Exception]) -> tuple[type[Exception], ...]:
         """The driver's failures and ``more``: what an ``except`` that handles both names."""
