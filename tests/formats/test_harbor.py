@@ -79,11 +79,13 @@ fi
 """
 
 
-async def _run(folder: Path, policy: str = "oracle") -> tuple[float, list[str]]:
+async def _run(
+    folder: Path, policy: str = "oracle", backend: str | None = None
+) -> tuple[float, list[str]]:
     task = load_task(folder)
     policies = Policies(policy)
     try:
-        traj, _ = await run_task(task, policies.for_task(task))
+        traj, _ = await run_task(task, policies.for_task(task), backend=backend)
     finally:
         await policies.aclose()
     assert traj.score is not None and traj.score.error is None, traj.score
