@@ -27,6 +27,7 @@ from agentenv.sandbox import cgroup
 from agentenv.sandbox.compose.model import Build, Compose, Condition, Service
 from agentenv.sandbox.container.freezing import FrozenBy, freeze, thaw, thaw_before_removal
 from agentenv.sandbox.docker.engine import Engine
+from agentenv.sandbox.docker.images import build_image
 from agentenv.sandbox.errors import ImageUnavailable, SandboxError
 from agentenv.sandbox.images import CONTEXT_LABEL, context_digest
 from agentenv.sandbox.labels import GROUP, labels_for
@@ -323,23 +324,14 @@ async def _build(engine: Engine, service: str, build: Build) -> str:
         await engine.run(engine.api.inspect_image, tag)
         return tag
     log.info("compose.build", service=service, image=tag, context=str(build.context))
-    try:
-        await engine.run(
-            engine.client.images.build,
-            path=str(build.context),
-            dockerfile=build.dockerfile,
-            target=build.target,
-            buildargs=build.args or None,
-            tag=tag,
-            labels={CONTEXT_LABEL: context_digest(build.context / "Dockerfile")},
-            pull=False,
-            rm=True,
-            forcerm=True,
-        )
-    except docker.errors.BuildError as e:
-        lines = [str(c.get("stream", c.get("error", ""))).rstrip() for c in e.build_log]
-        tail = "\n".join(line for line in lines if line)[-1500:]
-        raise ImageUnavailable(f"compose service {service!r}: build failed: {e.msg}\n{tail}") from e
-    except docker.errors.APIError as e:
-        raise ImageUnavailable(f"compose service {service!r}: build failed: {e}") from e
+    await build_image(
+        engine,
+        f"compose service {service!r}: build failed",
+        path=str(build.context),
+        dockerfile=build.dockerfile,
+        target=build.target,
+        buildargs=build.args or None,
+        tag=tag,
+        labels={CONTEXT_LABEL: context_digest(build.context / "Dockerfile")},
+    )
     return tag

@@ -75,23 +75,27 @@ async def build_from_dockerfile(engine: Engine, tag: str, dockerfile: Path) -> N
     if not dockerfile.is_file():
         raise ImageUnavailable(f"cannot build {tag!r}: Dockerfile {dockerfile} does not exist")
     log.info("image.build", image=tag, dockerfile=str(dockerfile))
+    await build_image(
+        engine,
+        f"building {tag!r} from {dockerfile} failed",
+        path=str(dockerfile.parent),
+        dockerfile=dockerfile.name,
+        tag=tag,
+        labels={CONTEXT_LABEL: context_digest(dockerfile)},
+    )
+
+
+async def build_image(engine: Engine, failed: str, **build: Any) -> None:
+    """``docker build`` with ``build``'s arguments, never pulling a newer base; a failure
+    is :class:`ImageUnavailable` opening with ``failed`` and ending with the build log's tail."""
     try:
-        await engine.run(
-            engine.client.images.build,
-            path=str(dockerfile.parent),
-            dockerfile=dockerfile.name,
-            tag=tag,
-            labels={CONTEXT_LABEL: context_digest(dockerfile)},
-            pull=False,
-            rm=True,
-            forcerm=True,
-        )
+        await engine.run(engine.client.images.build, pull=False, rm=True, forcerm=True, **build)
     except docker.errors.BuildError as e:
         lines = [str(c.get("stream", c.get("error", ""))).rstrip() for c in e.build_log]
         tail = "\n".join(line for line in lines if line)[-2000:]
-        raise ImageUnavailable(f"building {tag!r} from {dockerfile} failed: {e.msg}\n{tail}") from e
+        raise ImageUnavailable(f"{failed}: {e.msg}\n{tail}") from e
     except docker.errors.APIError as e:
-        raise ImageUnavailable(f"building {tag!r} from {dockerfile} failed: {e}") from e
+        raise ImageUnavailable(f"{failed}: {e}") from e
 
 
 def _first_line(e: BaseException) -> str:
