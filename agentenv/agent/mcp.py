@@ -138,7 +138,7 @@ async def mcp_tools(servers: Sequence[McpServer], sandbox: Sandbox) -> AsyncIter
         for server in servers:
             if server.transport == "stdio":
                 connector: _Connector = await running.enter_async_context(
-                    StdioServer(server, sandbox, CALL_TIMEOUT_S)
+                    StdioServer(server, sandbox)
                 )
                 tools += await _list(connector, wait_s=0.0)  # nothing to wait for
             else:

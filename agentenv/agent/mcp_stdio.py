@@ -37,14 +37,12 @@ class StdioServer:
     """One stdio server of an episode: ``async with`` it around the episode, then each
     :meth:`session` is the running server's (started on first use, again after it died)."""
 
-    def __init__(self, server: McpServer, sandbox: Sandbox, read_timeout_s: float):
+    def __init__(self, server: McpServer, sandbox: Sandbox):
         self.server = server
         self.where = " ".join([server.command or "", *server.args])  # for messages
         self._sandbox = sandbox
-        self._read_timeout_s = read_timeout_s
         self._group: TaskGroup | None = None
-        self._client: Any = None
-        self._stop: anyio.Event | None = None
+        self._live: tuple[Any, anyio.Event] | None = None  # its client, set when it ends
         self._starting = anyio.Lock()
 
     async def __aenter__(self) -> StdioServer:
@@ -60,44 +58,43 @@ class StdioServer:
     @asynccontextmanager
     async def session(self) -> AsyncIterator[Any]:
         """The server's ``mcp.Client``, the server started if it is not running. A call
-        that times out or finds the server gone retires it (the next call starts anew)."""
-        client = await self._running()
+        that times out or loses the server retires it (the next call starts it anew); an
+        error the server answered does not."""
+        from mcp.shared.exceptions import MCPError
+
+        client, ended = await self._running()
         try:
             yield client
+        except MCPError:
+            raise
         except BaseException:
-            if self._stop is not None and self._client is client:
-                self._retire()  # a hung or dead server is not asked again
+            ended.set()  # a hung or dead server is not asked again
             raise
 
-    async def _running(self) -> Any:
+    async def _running(self) -> tuple[Any, anyio.Event]:
         async with self._starting:
-            if self._client is None:
+            if self._live is None or self._live[1].is_set():
                 assert self._group is not None
-                self._client = await self._group.start(self._serve)
-            return self._client
+                self._live = await self._group.start(self._serve)
+            return self._live
 
-    def _retire(self) -> None:
-        if self._stop is not None:
-            self._stop.set()
-        self._client = self._stop = None
-
-    async def _serve(self, *, task_status: TaskStatus[Any]) -> None:
-        """Run the server until it ends or is retired; its client through ``task_status``."""
+    async def _serve(self, *, task_status: TaskStatus[tuple[Any, anyio.Event]]) -> None:
+        """Run the server until it ends or is retired (``ended`` set); its client and
+        ``ended`` through ``task_status``."""
         from mcp import Client
 
         argv = [self.server.command or "", *self.server.args]
         stream = await self._sandbox.stream(argv)
-        stop = anyio.Event()
+        ended = anyio.Event()
         said: list[str] = []
         started = False
         try:
-            async with Client(
-                _transport(stream, stop, said), read_timeout_seconds=self._read_timeout_s
-            ) as client:
-                self._stop = stop
+            # no timeout of the SDK's: the caller's bound cancels the call, which retires a
+            # hung server (an SDK timeout would come back as the server's own answer)
+            async with Client(_transport(stream, ended, said)) as client:
                 started = True
-                task_status.started(client)
-                await stop.wait()
+                task_status.started((client, ended))
+                await ended.wait()
         except Exception as e:
             if started:  # it died: the call in flight says so, the next one starts it anew
                 return
@@ -107,9 +104,8 @@ class StdioServer:
                 f"{output[-_SAID_MAX:] or _said(e)}"
             ) from e
         finally:
+            ended.set()
             stream.close()
-            if self._stop is stop:
-                self._client = self._stop = None
 
 
 @asynccontextmanager

@@ -62,6 +62,13 @@ def get_secret() -> str:
     return {SECRET!r}
 
 @mcp.tool()
+def hang() -> str:
+    \"\"\"Never answers.\"\"\"
+    import time
+    time.sleep(3600)
+    return "woke"
+
+@mcp.tool()
 def die() -> str:
     \"\"\"Kills the server in the middle of the call.\"\"\"
     os._exit(3)
@@ -201,8 +208,9 @@ async def test_the_model_calls_a_stdio_server_in_the_sandbox(
 
 
 async def test_a_stdio_server_survives_pause_and_a_missing_command_is_named(
-    stdio_image: str,
+    stdio_image: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr("agentenv.agent.mcp.CALL_TIMEOUT_S", 3.0)
     good = McpServer(
         name="box", transport="stdio", command="python3", args=["/opt/box-tools/server.py"]
     )
@@ -219,6 +227,10 @@ async def test_a_stdio_server_survives_pause_and_a_missing_command_is_named(
             if again.error:  # the call raced its death: that call only
                 again = await count.run(box, count.args())
             assert again.text == "1", again
+            hang = next(t for t in tools if t.name == "box__hang")
+            hung = await hang.run(box, hang.args())
+            assert hung.error and "gave no answer in 3 s" in hung.text, hung
+            assert (await count.run(box, count.args())).text == "1"  # the hung one replaced
         with pytest.raises(SandboxError) as caught:
             async with mcp_tools([missing], box):
                 pass
@@ -273,7 +285,7 @@ async def test_a_stdio_server_that_does_not_start_is_an_error_result() -> None:
             raise SandboxError("the sandbox died")
 
     server = McpServer(name="m", transport="stdio", command="srv")
-    async with StdioServer(server, Gone(), 5.0) as stdio:  # type: ignore[arg-type]
+    async with StdioServer(server, Gone()) as stdio:  # type: ignore[arg-type]
         output = await call(stdio, "anything", {})
     assert output.error and "MCP server 'm': anything failed" in output.text
     assert "the sandbox died" in output.text
