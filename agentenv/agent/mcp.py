@@ -7,15 +7,18 @@ service of the task's compose file (its URL names the service, as the task's ``m
 it). The host connects to that service's container at its address on the group's private
 network, with the URL's own ``Host`` header, so the sandbox never gets a network for it;
 a URL naming anything else is refused when the tools are opened. ``stdio`` servers are not
-run (the sandbox has no exec with a streaming stdin to carry their stdio): the Harbor
-loader refuses them by name.
+``stdio`` server is ``command`` + ``args`` run inside the sandbox as the agent's user, in
+its workdir, its stdin and stdout carried over the engine's exec
+(:mod:`agentenv.agent.mcp_stdio`), one process for the episode.
 
 Each server's tools are listed once when the episode starts (a server that never answers
 is an infrastructure error, the task's environment did not come up); each tool is named
 ``<server>__<tool>`` so that two servers, or a server and a built-in tool, cannot clash.
-Each call opens its own MCP session, so a server that dies, hangs or answers garbage
-costs that call only: it becomes an error result for the model, never a crash. What a
-stateful server keeps per session is therefore not kept from one call to the next.
+Each call to an HTTP server opens its own MCP session, so a server that dies, hangs or
+answers garbage costs that call only: it becomes an error result for the model, never a
+crash (what a stateful server keeps per session is not kept from one call to the next). A
+stdio server's calls share its one session; one that dies fails the call in flight, and
+the next call starts it again.
 """
 
 from __future__ import annotations
@@ -25,14 +28,15 @@ import os
 import re
 import time
 from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
 import anyio
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from agentenv.agent.mcp_stdio import StdioServer
 from agentenv.agent.tools import Tool, ToolOutput
 from agentenv.sandbox.errors import SandboxError
 
@@ -47,16 +51,29 @@ _TEMPLATE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 class McpServer(BaseModel):
     """One MCP server of a task: its ``name`` (the prefix of its tools' names), its
-    ``transport`` and ``url`` (a compose service's, as ``main`` would reach it), and HTTP
-    ``headers`` sent with each request (``${VAR}`` in a value is the host's variable,
-    looked up when the tools are opened, so a credential is never written in the task)."""
+    ``transport``; for ``sse`` and ``streamable-http`` its ``url`` (a compose service's, as
+    ``main`` would reach it) and HTTP ``headers`` sent with each request (``${VAR}`` in a
+    value is the host's variable, looked up when the tools are opened, so a credential is
+    never written in the task); for ``stdio`` the ``command`` and ``args`` run in the
+    sandbox (no shell: ``command`` is looked up in its PATH)."""
 
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field(min_length=1)
-    transport: Literal["sse", "streamable-http"] = "sse"  # Harbor's default
-    url: str = Field(pattern=r"^https?://")
+    transport: Literal["sse", "streamable-http", "stdio"] = "sse"  # Harbor's default
+    url: str | None = Field(None, pattern=r"^https?://")
     headers: dict[str, str] = {}
+    command: str | None = Field(None, min_length=1)
+    args: list[str] = []
+
+    @model_validator(mode="after")
+    def _fields_of_its_transport(self) -> McpServer:
+        if self.transport == "stdio":
+            if self.command is None or self.url is not None or self.headers:
+                raise ValueError("a stdio MCP server has a command (and args), no url or headers")
+        elif self.url is None or self.command is not None or self.args:
+            raise ValueError(f"a {self.transport} MCP server has a url, no command or args")
+        return self
 
 
 class McpArgs(BaseModel):
@@ -66,14 +83,41 @@ class McpArgs(BaseModel):
     model_config = ConfigDict(extra="allow")
 
 
+class _Connector(Protocol):
+    """How the host reaches one server: an initialised ``mcp.Client`` per :meth:`session`."""
+
+    @property
+    def server(self) -> McpServer:
+        """The server, as the task gives it."""
+        ...
+
+    @property
+    def where(self) -> str:
+        """The server's URL or command line, for messages."""
+        ...
+
+    def session(self) -> AbstractAsyncContextManager[Any]:
+        """An initialised ``mcp.Client`` on the server."""
+        ...
+
+
 @dataclass(frozen=True)
 class _Endpoint:
-    """Where the host reaches one server: the URL with the service's address, the headers
-    (with ``Host`` as the task's URL names it)."""
+    """Where the host reaches one HTTP server: the URL with the service's address, the
+    headers (with ``Host`` as the task's URL names it); a session of its own each time."""
 
     server: McpServer
     url: str
     headers: dict[str, str]
+
+    @property
+    def where(self) -> str:
+        """The task's URL of the server."""
+        return self.server.url or self.url
+
+    def session(self) -> AbstractAsyncContextManager[Any]:
+        """A new session on the server."""
+        return _session(self)
 
 
 def tool_name(server: str, tool: str) -> str:
@@ -90,14 +134,20 @@ async def mcp_tools(servers: Sequence[McpServer], sandbox: Sandbox) -> AsyncIter
     tools: list[Tool] = []
     if servers:
         _sdk()
-    for server in servers:
-        endpoint = await _endpoint(server, sandbox)
-        tools += await _list(endpoint)
-    names = [tool.name for tool in tools]
-    clashing = sorted({name for name in names if names.count(name) > 1})
-    if clashing:
-        raise SandboxError(f"MCP tools share a name once prefixed: {', '.join(clashing)}")
-    yield tools
+    async with AsyncExitStack() as running:  # the stdio servers' processes
+        for server in servers:
+            if server.transport == "stdio":
+                connector: _Connector = await running.enter_async_context(
+                    StdioServer(server, sandbox)
+                )
+                tools += await _list(connector, wait_s=0.0)  # nothing to wait for
+            else:
+                tools += await _list(await _endpoint(server, sandbox), wait_s=LIST_WAIT_S)
+        names = [tool.name for tool in tools]
+        clashing = sorted({name for name in names if names.count(name) > 1})
+        if clashing:
+            raise SandboxError(f"MCP tools share a name once prefixed: {', '.join(clashing)}")
+        yield tools
 
 
 def _sdk() -> None:
@@ -113,6 +163,7 @@ def _sdk() -> None:
 
 async def _endpoint(server: McpServer, sandbox: Sandbox) -> _Endpoint:
     """The URL of ``server`` with its compose service's address on the group's network."""
+    assert server.url is not None  # an HTTP server's
     parts = urlsplit(server.url)
     host = parts.hostname or ""
     address = await service_address(sandbox, host)
@@ -192,14 +243,14 @@ async def _session(endpoint: _Endpoint) -> AsyncIterator[Any]:
             yield client
 
 
-async def _list(endpoint: _Endpoint) -> list[Tool]:
+async def _list(endpoint: _Connector, wait_s: float) -> list[Tool]:
     """The server's tools, asked until it answers (a compose service may still be starting)
-    or :data:`LIST_WAIT_S` have passed."""
-    deadline = time.monotonic() + LIST_WAIT_S
+    or ``wait_s`` have passed."""
+    deadline = time.monotonic() + wait_s
     while True:
         try:
             with anyio.fail_after(CALL_TIMEOUT_S):
-                async with _session(endpoint) as client:
+                async with endpoint.session() as client:
                     listed, cursor = [], None
                     while True:
                         page = await client.list_tools(cursor=cursor)
@@ -208,17 +259,19 @@ async def _list(endpoint: _Endpoint) -> list[Tool]:
                         if cursor is None:
                             break
             break
+        except SandboxError:  # a stdio server that did not start: it says why
+            raise
         except Exception as e:  # the SDK's and the transport's errors, groups of them too
-            if time.monotonic() > deadline:
+            if time.monotonic() >= deadline:
                 raise SandboxError(
-                    f"MCP server {endpoint.server.name!r} at {endpoint.server.url} did not "
-                    f"list its tools in {LIST_WAIT_S:g} s: {_said(e)}"
+                    f"MCP server {endpoint.server.name!r} at {endpoint.where} did not "
+                    f"list its tools in {wait_s:g} s: {_said(e)}"
                 ) from e
             await anyio.sleep(_RETRY_S)
     return [_tool(endpoint, tool) for tool in listed]
 
 
-def _tool(endpoint: _Endpoint, tool: Any) -> Tool:
+def _tool(endpoint: _Connector, tool: Any) -> Tool:
     """One listed MCP tool as an agentenv :class:`Tool` (its own schema shown verbatim)."""
     remote = str(tool.name)
 
@@ -235,14 +288,14 @@ def _tool(endpoint: _Endpoint, tool: Any) -> Tool:
     )
 
 
-async def call(endpoint: _Endpoint, tool: str, arguments: dict[str, Any]) -> ToolOutput:
+async def call(endpoint: _Connector, tool: str, arguments: dict[str, Any]) -> ToolOutput:
     """Call ``tool`` of the server at ``endpoint`` in a session of its own; whatever goes
     wrong (the server down, hanging past :data:`CALL_TIMEOUT_S`, an error it answers) is an
     error result for the model."""
     who = f"MCP server {endpoint.server.name!r}"
     try:
         with anyio.fail_after(CALL_TIMEOUT_S):
-            async with _session(endpoint) as client:
+            async with endpoint.session() as client:
                 result = await client.call_tool(tool, arguments)
     except TimeoutError:
         return ToolOutput(text=f"{who}: {tool} gave no answer in {CALL_TIMEOUT_S:g} s", error=True)

@@ -130,6 +130,11 @@ class ByteStream(Protocol):
         """Exactly ``n`` bytes of stdout; :class:`StreamClosed` at its end."""
         ...
 
+    async def receive_stdout(self) -> bytes:
+        """Whatever stdout has (waiting for at least one byte); ``b""`` at its end (for a
+        peer whose messages have no length in front, as newline-delimited JSON)."""
+        ...
+
     def close(self) -> None:
         """Close the stream; the process sees end of file on stdin. Idempotent, and wakes a
         task waiting in :meth:`read_stdout`."""

@@ -8,11 +8,14 @@ import os
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from types import TracebackType
-from typing import Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict
 
 from agentenv.sandbox.spec import SandboxSpec
+
+if TYPE_CHECKING:  # the channel imports this module
+    from agentenv.sandbox.channel import ByteStream
 
 DEFAULT_MAX_OUTPUT = 512 * 1024
 """Default cap per stream on what ``exec`` returns; head and tail are kept."""
@@ -110,6 +113,17 @@ class Sandbox(Protocol):
         is not there is exit code 127, as a shell reports it. Also raises
         :class:`SandboxClosed`, :class:`SandboxPaused`, :class:`SandboxUnavailable` (the
         container died), :class:`SandboxError`."""
+        ...
+
+    async def stream(self, argv: list[str], *, env: dict[str, str] | None = None) -> ByteStream:
+        """Start ``argv`` in the sandbox (as its user, in its workdir, with its environment
+        and ``env`` over it) and hand back its stdin and stdout as they flow: a long-lived
+        process spoken to through its pipes (a stdio MCP server), over the engine's exec
+        with stdin attached, so the sandbox needs no network. The process is frozen with
+        the sandbox and goes on after :meth:`resume`; closing the stream closes its stdin.
+        A program that cannot start is seen as the stream ending, with the engine's reason
+        in its ``stderr``. Raises :class:`SandboxClosed`, :class:`SandboxPaused`,
+        :class:`SandboxUnavailable`."""
         ...
 
     async def read_file(self, path: str, *, max_bytes: int | None = None) -> bytes:

@@ -224,7 +224,7 @@ def test_harbor_mcp_servers_load_or_are_refused_by_name(tmp_path: Path) -> None:
         McpServer(name="mcp-server", transport="streamable-http", url="http://mcp-server:8000/mcp")
     ]
     cases = {
-        'transport = "stdio"\ncommand = "srv"\n': "transport: 'stdio' ('m'): stdio MCP servers",
+        'transport = "stdio"\nheaders = { A = "b" }\n': "command: a stdio server ('m') needs",
         'url = "http://elsewhere:8000/mcp"\n': "url: http://elsewhere:8000/mcp: agentenv reaches",
         'url = "http://mcp-server/m"\nheaders = { Authorization = "Bearer abc" }\n': (
             "headers.Authorization: a credential must be named as ${VAR}"

@@ -1,12 +1,12 @@
 """Harbor's ``[[environment.mcp_servers]]`` → the task's ``mcp_servers``
 (:mod:`agentenv.agent.mcp`): an ``sse`` or ``streamable-http`` (``http``) server at a
-service of the task's compose file is honoured, its tools given to the model beside the
-built-in ones. Refused at load, naming the field: a ``stdio`` server (it would run in the
-sandbox with its stdio carried over an exec, and the sandbox's exec has no streaming
-stdin), a URL whose host is not a compose service (agentenv reaches a server only on the
-task's private network, never by giving the sandbox a network), and what Harbor's own model
-refuses (no url, headers on stdio, a credential written in a header rather than named as
-``${VAR}``, two servers of one name)."""
+service of the task's compose file, and a ``stdio`` server (``command`` + ``args`` run in
+the sandbox, its stdio carried over the engine's exec) are honoured, their tools given to
+the model beside the built-in ones. Refused at load, naming the field: a URL whose host is
+not a compose service (agentenv reaches a server only on the task's private network, never
+by giving the sandbox a network), and what Harbor's own model refuses (no url, no command
+for stdio, headers or a url on stdio, a credential written in a header rather than named
+as ``${VAR}``, two servers of one name)."""
 
 from __future__ import annotations
 
@@ -55,12 +55,7 @@ def _server(raw: dict[str, Any], where: str, services: set[str], bad: Bad) -> di
         bad(f"{where}.name", "every MCP server needs a name (a string)")
         return None
     if transport == "stdio":
-        bad(
-            f"{where}.transport",
-            f"'stdio' ({name!r}): stdio MCP servers are not supported by agentenv yet (the "
-            "sandbox's exec has no streaming stdin to carry the server's stdio)",
-        )
-        return None
+        return _stdio(raw, name, where, bad)
     if transport not in ("sse", "streamable-http"):
         bad(f"{where}.transport", f"{transport!r} is not one of stdio, sse, streamable-http")
         return None
@@ -79,6 +74,25 @@ def _server(raw: dict[str, Any], where: str, services: set[str], bad: Bad) -> di
         )
         return None
     return {"name": name, "transport": transport, "url": url, "headers": _headers(raw, where, bad)}
+
+
+def _stdio(raw: dict[str, Any], name: str, where: str, bad: Bad) -> dict[str, Any] | None:
+    """A stdio server: run in the sandbox, so no url (nothing to reach) and no headers."""
+    command, args = raw.get("command"), raw.get("args", [])
+    ok = True
+    if not isinstance(command, str) or not command:
+        bad(f"{where}.command", f"a stdio server ({name!r}) needs a command (a string)")
+        ok = False
+    if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+        bad(f"{where}.args", "must be an array of strings")
+        ok = False
+    for key in ("url", "headers"):
+        if raw.get(key):
+            bad(f"{where}.{key}", "is for sse and streamable-http servers, not stdio ones")
+            ok = False
+    if not ok:
+        return None
+    return {"name": name, "transport": "stdio", "command": command, "args": args}
 
 
 def _headers(raw: dict[str, Any], where: str, bad: Bad) -> dict[str, str]:

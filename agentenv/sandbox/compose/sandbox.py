@@ -14,6 +14,7 @@ from types import TracebackType
 
 import anyio
 
+from agentenv.sandbox.channel import ByteStream
 from agentenv.sandbox.compose.group import ServiceGroup
 from agentenv.sandbox.compose.model import ComposeError, read_compose
 from agentenv.sandbox.docker.engine import get_engine
@@ -56,6 +57,10 @@ class ComposeSandbox:
             cmd, timeout=timeout, cwd=cwd, env=env, stdin=stdin, max_output=max_output,
             on_output=on_output, user=user,
         )  # fmt: skip
+
+    async def stream(self, argv: list[str], *, env: dict[str, str] | None = None) -> ByteStream:
+        """Start ``argv`` in ``main``, its stdio streamed (see :meth:`Sandbox.stream`)."""
+        return await self.main.stream(argv, env=env)
 
     async def read_file(self, path: str, *, max_bytes: int | None = None) -> bytes:
         """A file of ``main``."""

@@ -112,9 +112,12 @@ class Driver(Protocol):
         ...); ``None`` when it is gone."""
         ...
 
-    async def executor_stream(self, container_id: str, spec: SandboxSpec) -> ByteStream:
-        """The stdin and stdout of a new ``EXECUTOR_ARGV`` process in the container, run as
-        the spec's user in its workdir."""
+    async def process_stream(
+        self, container_id: str, spec: SandboxSpec, argv: list[str], env: dict[str, str]
+    ) -> ByteStream:
+        """The stdin and stdout of a new ``argv`` process in the container (the executor's
+        ``EXECUTOR_ARGV``, or a stdio MCP server), run as the spec's user in its workdir
+        with ``env`` over the container's environment."""
         ...
 
     def direct_exec(

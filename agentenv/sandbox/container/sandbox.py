@@ -26,7 +26,7 @@ import anyio
 
 from agentenv.log import get_logger
 from agentenv.sandbox import cgroup
-from agentenv.sandbox.channel import ExecutorChannel, ExecutorGone
+from agentenv.sandbox.channel import EXECUTOR_ARGV, ByteStream, ExecutorChannel, ExecutorGone
 from agentenv.sandbox.container import namespace
 from agentenv.sandbox.container.config import snapshot_labels
 from agentenv.sandbox.container.driver import Driver
@@ -193,7 +193,7 @@ class ContainerSandbox:
 
     async def _new_channel(self) -> ExecutorChannel:
         try:
-            stream = await self._driver.executor_stream(self.id, self.spec)
+            stream = await self._driver.process_stream(self.id, self.spec, EXECUTOR_ARGV, {})
         except self._driver.failures as e:  # "is not running": it stopped under us
             raise await self._unavailable(e) from e
         return await ExecutorChannel.open(stream)
@@ -233,6 +233,15 @@ class ContainerSandbox:
             raise SandboxClosed(f"sandbox {self.id[:12]} is closed")
         if self._paused and not paused_ok:
             raise SandboxPaused(f"sandbox {self.id[:12]} is paused; call resume() first")
+
+    async def stream(self, argv: list[str], *, env: dict[str, str] | None = None) -> ByteStream:
+        """Start ``argv`` with its stdin and stdout streamed (see :meth:`Sandbox.stream`)."""
+        self._check_usable()
+        check_exec_args(argv, env, None)
+        try:
+            return await self._driver.process_stream(self.id, self.spec, list(argv), env or {})
+        except self._driver.failures as e:  # "is not running": it stopped under us
+            raise await self._unavailable(e) from e
 
     async def exec(
         self,

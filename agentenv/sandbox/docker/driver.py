@@ -10,7 +10,7 @@ from typing import IO, Any
 import docker.errors
 import docker.types
 
-from agentenv.sandbox.channel import EXECUTOR_ARGV, ByteStream
+from agentenv.sandbox.channel import ByteStream
 from agentenv.sandbox.container.config import main_process, sandbox_labels
 from agentenv.sandbox.container.driver import Explain, Pacer
 from agentenv.sandbox.docker.direct import DockerExec
@@ -89,16 +89,19 @@ class DockerDriver:
             return None
         return dict(info)
 
-    async def executor_stream(self, container_id: str, spec: SandboxSpec) -> ByteStream:
-        """An attached ``docker exec`` of the executor."""
+    async def process_stream(
+        self, container_id: str, spec: SandboxSpec, argv: list[str], env: dict[str, str]
+    ) -> ByteStream:
+        """An attached ``docker exec`` (its stdin open) of ``argv``."""
         api = self.engine.api
         exec_id = await self.engine.run(
             api.exec_create,
             container_id,
-            EXECUTOR_ARGV,
+            argv,
             stdin=True,
             user=spec.user or "",
             workdir=spec.workdir,
+            environment=env or None,
         )
         return DockerStream(await self.engine.run(api.exec_start, exec_id, socket=True))
 

@@ -93,6 +93,17 @@ class DockerStream:
         del self.stdout[:n]
         return out
 
+    async def receive_stdout(self) -> bytes:
+        """Whatever stdout has, at least one byte; ``b""`` at the end of the stream."""
+        while not self.stdout:
+            try:
+                await self.receive()
+            except StreamClosed:
+                return b""
+        out = bytes(self.stdout)
+        self.stdout.clear()
+        return out
+
     def close(self) -> None:
         """Close the connection; the process sees end of file on its stdin."""
         if self.closed:

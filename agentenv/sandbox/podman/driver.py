@@ -14,7 +14,7 @@ from typing import IO, Any
 
 import anyio
 
-from agentenv.sandbox.channel import EXECUTOR_ARGV, ByteStream
+from agentenv.sandbox.channel import ByteStream
 from agentenv.sandbox.container.config import main_process, sandbox_labels
 from agentenv.sandbox.container.driver import Explain, Pacer
 from agentenv.sandbox.container.namespace import lay_out
@@ -89,12 +89,16 @@ class PodmanDriver:
         info: dict[str, Any] = found[0] if isinstance(found, list) else found
         return info
 
-    async def executor_stream(self, container_id: str, spec: SandboxSpec) -> ByteStream:
-        """The pipes of one ``podman exec -i`` of the executor."""
-        argv = [podman_path(), "exec", "-i", "--workdir", spec.workdir]
+    async def process_stream(
+        self, container_id: str, spec: SandboxSpec, argv: list[str], env: dict[str, str]
+    ) -> ByteStream:
+        """The pipes of one ``podman exec -i`` of ``argv``."""
+        cli = [podman_path(), "exec", "-i", "--workdir", spec.workdir]
         if spec.user:
-            argv += ["--user", spec.user]
-        return await ProcessStream.start([*argv, container_id, *EXECUTOR_ARGV])
+            cli += ["--user", spec.user]
+        for key, value in env.items():
+            cli += ["--env", f"{key}={value}"]
+        return await ProcessStream.start([*cli, container_id, *argv])
 
     def direct_exec(
         self, container_id: str, spec: SandboxSpec, image: str, explain: Explain

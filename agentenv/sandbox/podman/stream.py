@@ -63,6 +63,17 @@ class ProcessStream:
                 await asyncio.wait_for(asyncio.shield(self._stderr_reader), 1.0)
             raise StreamClosed("end of stream") from e
 
+    async def receive_stdout(self) -> bytes:
+        """Whatever the child's stdout has, at least one byte; ``b""`` at its end."""
+        assert self._process.stdout is not None
+        if self.closed:
+            return b""
+        data = await self._process.stdout.read(1 << 16)
+        if not data:  # its stderr says why it ended, if it failed to start
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(asyncio.shield(self._stderr_reader), 1.0)
+        return data
+
     def close(self) -> None:
         """Close the child's stdin (the executor then kills what it runs and exits, and a
         reader waiting on its stdout sees the end); kill the child if it has not gone a few
