@@ -9,18 +9,25 @@ system in a declared folder: it is left out, never followed."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
 import pytest
 
 from agentenv.errors import TaskError
+from agentenv.runner import artifacts
+from agentenv.sandbox.errors import ArchiveTooLarge
 from agentenv.tasks import load_task
+from agentenv.verify.kinds.harbor import HarborArtifact, HarborCheck
 from tests.formats.test_harbor import TOML, harbor_task
+
+pytestmark = pytest.mark.anyio
 
 ARTIFACTS = """
 artifacts = [
@@ -145,3 +152,80 @@ def test_oracle_eval_writes_artifacts_to_the_job_folder(tmp_path: Path) -> None:
     side = job / "artifacts" / "arts-compose" / "0"
     assert (side / "db" / "dump.txt").read_text() == "rows\n"  # from the service, after its hook
     assert (side / "app" / "out.txt").read_text() == "hello\n"
+
+    from agentenv.view.site import build_site
+
+    build_site(job, tmp_path / "site")
+    page = (tmp_path / "site" / "episodes" / "arts--0.html").read_text()
+    assert "<h2>artifacts</h2>" in page and "app/res/collected.txt" in page and "published" in page
+
+
+class _Box:
+    """A sandbox whose engine hands back a tar made by the test (what a hostile final
+    state could put in one), within ``max_bytes`` as the engine's is."""
+
+    def __init__(self, tars: dict[str, bytes]):
+        self.tars = tars
+
+    async def download_to(self, path: str, file: Path, *, max_bytes: int | None = None) -> None:
+        if path not in self.tars:
+            raise FileNotFoundError(path)
+        data = self.tars[path]
+        if max_bytes is not None and len(data) > max_bytes:
+            raise ArchiveTooLarge(f"{path}: larger than {max_bytes}")
+        Path(file).write_bytes(data)
+
+
+def _tar(members: list[tuple[str, bytes | None, str | None]]) -> bytes:
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w") as tar:
+        for name, data, link in members:
+            info = tarfile.TarInfo(name)
+            if link is not None:
+                info.type, info.linkname = tarfile.SYMTYPE, link
+                tar.addfile(info)
+            elif data is None:
+                info.type = tarfile.DIRTYPE
+                tar.addfile(info)
+            else:
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+    return out.getvalue()
+
+
+@pytest.mark.no_docker
+async def test_hostile_tars_stay_inside_and_the_cap_holds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(artifacts, "MAX_BYTES", 64 << 10)
+    check = HarborCheck(
+        kind="harbor",
+        artifacts=[
+            HarborArtifact(source="/app/res"),
+            HarborArtifact(source="/app/huge.bin"),
+            HarborArtifact(source="/app/res/inner"),  # overlaps the one before: skipped
+        ],
+    )
+    res = [
+        ("res", None, None),
+        ("res/ok.txt", b"fine", None),
+        ("res/../../../escaped.txt", b"out", None),
+        ("/abs.txt", b"out", None),
+        ("res/link", None, "/etc/shadow"),
+    ]
+    box = _Box(
+        {"/app/res": _tar(res), "/app/huge.bin": _tar([("huge.bin", b"x" * (1 << 20), None)])}
+    )
+    collecting = artifacts.Collecting(box, check)  # type: ignore[arg-type]
+    archive = await artifacts.collect_paused(collecting)
+    artifacts.write_artifacts(archive, tmp_path / "out")
+    found = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file())
+    assert found == ["out/app/res/ok.txt", "out/manifest.json"], found
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    status = {e["source"]: (e["status"], e["left_out"]) for e in manifest["entries"]}
+    assert status == {
+        "/logs/artifacts": ("missing", 0),
+        "/app/res": ("ok", 3),
+        "/app/huge.bin": ("too_large", 0),
+        "/app/res/inner": ("skipped", 0),
+    }, status
