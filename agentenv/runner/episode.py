@@ -39,6 +39,7 @@ from agentenv.formats.harbor.compose import start_compose
 from agentenv.log import get_logger
 from agentenv.model.client import EventCallback
 from agentenv.model.types import ChatModel
+from agentenv.runner.artifacts import Collecting, collect_before_pause, collect_paused
 from agentenv.runner.harbor_verdict import harbor_verdict
 from agentenv.runner.healthcheck import wait_healthy
 from agentenv.runner.image_user import with_image_user
@@ -133,6 +134,8 @@ class Final(BaseModel):
     # a Harbor task's: what the engine says the agent changed outside its workdir
     # (:mod:`agentenv.runner.system_changes`), None where it cannot say
     system_changes: list[tuple[str, str]] | None = None
+    # a Harbor task's artifacts with their manifest.json (:mod:`agentenv.runner.artifacts`)
+    artifacts: Archive | None = None
 
 
 def agent_spec(prepared: Prepared, *, outlive_owner: bool = False) -> SandboxSpec:
@@ -279,6 +282,9 @@ async def finish(box: Sandbox, prepared: Prepared) -> Final:
     """The agent's final state, read with the sandbox frozen (a process the agent left
     cannot change it meanwhile). The sandbox is left paused; the caller closes it."""
     task = prepared.task
+    collecting = Collecting(box, task.verifier) if isinstance(task.verifier, HarborCheck) else None
+    if collecting is not None:  # the task's collect commands in main, before it freezes
+        await collect_before_pause(collecting)
     await box.pause()
     try:
         raw = await _download(box, task.workdir, max_bytes=final_limit(task))
@@ -291,6 +297,7 @@ async def finish(box: Sandbox, prepared: Prepared) -> Final:
         log.info("episode.dropped", task=task.id, entries=dropped[:20], n=len(dropped))
     harbor = isinstance(task.verifier, HarborCheck)
     changes = await container_changes(box) if harbor else None
+    artifacts = await collect_paused(collecting) if collecting is not None else None
     snapshot = await box.snapshot() if task.verify_in == "final" else None
     score = None
     grade = in_agent_grader(task.verifier) if task.verify_in == "agent" else None
@@ -298,7 +305,13 @@ async def finish(box: Sandbox, prepared: Prepared) -> Final:
         assert task.tests is not None  # a Harbor task always has tests/ (checked at load)
         await box.resume()  # its processes run on: the tests may look at a service it left
         score = await grade(box, task.tests, task.workdir)
-    return Final(workspace=archive, snapshot=snapshot, score=score, system_changes=changes)
+    return Final(
+        workspace=archive,
+        snapshot=snapshot,
+        score=score,
+        system_changes=changes,
+        artifacts=artifacts,
+    )
 
 
 def final_limit(task: Task) -> int:

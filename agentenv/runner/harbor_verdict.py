@@ -155,7 +155,8 @@ async def _take_artifacts(
 ) -> list[tuple[str, str]]:
     """Each declared artifact (and ``/logs/artifacts``) as a tar read from a sandbox of
     ``source``, with none of the agent's processes: ``(tar path, where it goes)``."""
-    paths = dict.fromkeys([ARTIFACTS, *(a.source.rstrip("/") or "/" for a in check.artifacts)])
+    mains = [a for a in check.artifacts if a.service in (None, "main")]  # a side's is not here
+    paths = dict.fromkeys([ARTIFACTS, *(a.source.rstrip("/") or "/" for a in mains)])
     box = await create(verifier_spec(prepared, source))
     taken = []
     try:

@@ -50,6 +50,7 @@ class EpisodeResult(Spend):
     wall_s: float = 0.0
     trajectory: str | None = None  # relative to the job folder
     final_state: str | None = None  # the final workspace kept with --keep-final (a tar)
+    artifacts: str | None = None  # a Harbor task's artifacts folder (with manifest.json)
     score: Score | None = None
     node: str | None = None  # where it ran, with a distributed executor
     phases: dict[str, float] = Field(default_factory=dict)

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from agentenv.agent.trajectory import Spend, Trajectory
 from agentenv.errors import JobStopped
 from agentenv.log import get_logger
+from agentenv.runner.artifacts import write_artifacts
 from agentenv.runner.budget import Metered
 from agentenv.runner.episode import run_task
 from agentenv.runner.outcomes import TREATMENT, Outcome, classify
@@ -171,10 +172,13 @@ async def run_episode_with_retries(
         try:
             model = Metered(policies.for_task(task), spent)
             traj, final = await run_task(task, model, phases=phases, backend=settings.backend)
-            kept = None
+            kept = taken = None
             if settings.keep_final and out is not None and final.rejected is None:
                 kept = f"finals/{task.id}/{sample}.tar"
                 write_atomic(out / kept, final.workspace)
+            if out is not None and final.artifacts is not None:
+                taken = f"artifacts/{task.id}/{sample}"
+                write_artifacts(final.artifacts, out / taken)
         except Exception as e:  # classified by the outcome table, not handled ad hoc
             outcome = classify(e)
             treatment = TREATMENT[outcome]
@@ -231,7 +235,8 @@ async def run_episode_with_retries(
             return error, None
         wall_s = time.monotonic() - started
         split_phases(phases, traj, wall_s)
-        return _result_from(task, sample, traj, attempt, kept, phases, wall_s, spent), traj
+        result = _result_from(task, sample, traj, attempt, kept, phases, wall_s, spent)
+        return result.model_copy(update={"artifacts": taken}), traj
     raise AssertionError("unreachable: the last attempt always returns")
 
 

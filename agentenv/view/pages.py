@@ -14,6 +14,7 @@ from agentenv.eval.summary import Row
 from agentenv.refactor.verdict import TestRun
 from agentenv.runner.results import EpisodeResult
 from agentenv.verify import Score
+from agentenv.view.artifacts import Listed
 from agentenv.view.job import Episode, Job, RepoEpisode
 
 # nothing but the site's own files; no connection of any kind from the page
@@ -407,10 +408,13 @@ def _steps(score: Score) -> str:
 
 
 def episode_page(
-    episode: Episode, trajectory: Trajectory | None, problems: Sequence[str] = ()
+    episode: Episode,
+    trajectory: Trajectory | None,
+    problems: Sequence[str] = (),
+    artifacts: Sequence[Listed] = (),
 ) -> str:
-    """One episode's page: the conversation as sent, turn by turn, then its checks;
-    ``problems`` say why its trajectory could not be read."""
+    """One episode's page: the conversation as sent, turn by turn, then its checks and
+    its artifacts; ``problems`` say why its trajectory could not be read."""
     r = episode.result
     title = f"{r.task_id} #{r.sample}"
     facts = (
@@ -454,7 +458,24 @@ def episode_page(
         parts.append("<h2>turns</h2>")
         parts.extend(_turns(trajectory.turns))
     parts.append("<h2>verification</h2>" + _checks(score))
+    if artifacts:
+        parts.append(_artifacts(r.artifacts or "", artifacts))
     return _page(title, "".join(parts), root="../")
+
+
+def _artifacts(folder: str, listed: Sequence[Listed]) -> str:
+    """The episode's artifacts: name, size, and a text file's start (folded)."""
+    rows = "".join(
+        f"<tr><td><code>{e(a.name)}</code></td><td>{a.size:,}</td><td>"
+        + (_fold(a.preview) if a.preview is not None else "")
+        + "</td></tr>"
+        for a in listed
+    )
+    return (
+        f"<h2>artifacts</h2><p>in the job folder at <code>{e(folder)}</code></p>"
+        f"<table><thead><tr><th>file</th><th>bytes</th><th>text</th></tr></thead>"
+        f"<tbody>{rows}</tbody></table>"
+    )
 
 
 # -- a refactor job ----------------------------------------------------------------------------

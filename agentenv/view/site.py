@@ -13,6 +13,7 @@ from agentenv.agent.trajectory import Trajectory
 from agentenv.eval.summary import summarize
 from agentenv.log import get_logger
 from agentenv.view import files, pages
+from agentenv.view.artifacts import list_artifacts
 from agentenv.view.charts import job_charts, left_out
 from agentenv.view.files import Refused, real_folder, write_file
 from agentenv.view.job import Episode, Job, NotAJob, load_job, load_trajectory
@@ -108,7 +109,8 @@ def build_site(
             continue
         problems = list(episode.problems)
         trajectory = _read_once(episode.trajectory, episode.name, episode.key, shown_by, problems)
-        _write(page, episode_page(episode, trajectory, problems))
+        listed = list_artifacts(source, episode.result.artifacts) if source.is_dir() else []
+        _write(page, episode_page(episode, trajectory, problems, listed))
         made[episode.key] = fingerprint
     _remove_stale(folder, {f"{episode.key}.html" for episode in job.episodes})
     for key in set(made) - {episode.key for episode in job.episodes}:

@@ -32,11 +32,9 @@ def refusals(raw: dict[str, Any], folder: Path, bad: Bad) -> list[Problem]:
 def _not_yet(raw: dict[str, Any], env: dict[str, Any], verifier: dict[str, Any], bad: Bad) -> None:
     """The single-container features agentenv lacks today."""
     given = {
-        "verifier.collect": verifier.get("collect"),
         "environment.skills_dir": env.get("skills_dir"),
     }
     why = {
-        "verifier.collect": "collect commands ([[verifier.collect]])",
         "environment.skills_dir": "skills (skills_dir)",
     }
     for field, value in given.items():

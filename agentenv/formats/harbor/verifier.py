@@ -1,7 +1,8 @@
 """Where a Harbor task's ``test.sh`` runs, from its task.toml: ``[verifier]
-environment_mode``, ``[verifier.environment]`` and the top-level ``artifacts``, as the
-``harbor`` check's ``mode``, ``image`` and ``artifacts``
-(:class:`~agentenv.verify.kinds.harbor.HarborCheck`).
+environment_mode``, ``[verifier.environment]``, the top-level ``artifacts`` and
+``[[verifier.collect]]``, as the ``harbor`` check's ``mode``, ``image``, ``artifacts`` and
+``collect`` (:class:`~agentenv.verify.kinds.harbor.HarborCheck`; the artifacts' collection
+is :mod:`agentenv.runner.artifacts`).
 
 Harbor runs ``test.sh`` in the agent's own container unless a task says ``separate``;
 agentenv's default is ``final``, a new container of the agent's final filesystem with none
@@ -10,7 +11,7 @@ of its processes alive, and takes Harbor's shared mode only when a task names it
 
 from __future__ import annotations
 
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from agentenv.formats.harbor.refused import NOT_YET, Bad
@@ -18,7 +19,8 @@ from agentenv.formats.harbor.refused import NOT_YET, Bad
 # what agentenv takes from [verifier.environment]: its image; the rest of that table
 # (resources, env, a build) is the verifier container's, which is made like the agent's
 _VERIFIER_ENVIRONMENT = ("docker_image",)
-_ARTIFACT = ("source",)
+_ARTIFACT = ("source", "destination", "exclude", "service")
+MANIFEST = "manifest.json"  # the collection's record in the artifacts folder
 
 
 def verifier_fields(raw: dict[str, Any], folder: Path, bad: Bad) -> dict[str, Any]:
@@ -38,11 +40,15 @@ def verifier_fields(raw: dict[str, Any], folder: Path, bad: Bad) -> dict[str, An
     if (folder / "tests" / "Dockerfile").is_file():
         bad("verifier", f"a verifier image built from tests/Dockerfile {NOT_YET}")
     artifacts = raw.get("artifacts") or []
-    if artifacts and mode != "separate":
-        why = "collecting artifacts into the job folder"
-        bad("artifacts", f"{why} {NOT_YET} (a separate verifier gets them)")
-    elif isinstance(artifacts, list):
+    if isinstance(artifacts, list):
         fields["artifacts"] = [_artifact(a, i, bad) for i, a in enumerate(artifacts)]
+    else:
+        bad("artifacts", f"{artifacts!r} is not a list")
+    collect = verifier.get("collect") or []
+    if isinstance(collect, list):
+        fields["collect"] = [_collect(c, i, bad) for i, c in enumerate(collect)]
+    else:
+        bad("verifier.collect", f"{collect!r} is not a list of tables")
     return fields
 
 
@@ -61,13 +67,69 @@ def _mode(verifier: dict[str, Any], bad: Bad) -> str:
 
 
 def _artifact(entry: Any, index: int, bad: Bad) -> dict[str, Any]:
-    """One artifact: a path (Harbor's short form) or a table of which ``source`` is run."""
+    """One artifact: a path (Harbor's short form) or a table (``source``, ``destination``,
+    ``exclude``, ``service``); a destination that could leave the episode's artifacts
+    folder, or a source with ``..``, refused naming the field."""
+    field = f"artifacts[{index}]"
     if isinstance(entry, str):
-        return {"source": entry}
+        entry = {"source": entry}
     if not isinstance(entry, dict):
-        bad(f"artifacts[{index}]", f"{entry!r} is not a path or a table")
+        bad(field, f"{entry!r} is not a path or a table")
         return {"source": "/"}
     for key in entry:
         if key not in _ARTIFACT:
-            bad(f"artifacts[{index}].{key}", f"an artifact's {key} {NOT_YET}")
-    return {"source": entry.get("source")}
+            bad(f"{field}.{key}", f"is not a field of an artifact (one of {', '.join(_ARTIFACT)})")
+    source = entry.get("source")
+    if not isinstance(source, str) or not source.startswith("/"):
+        bad(f"{field}.source", f"{source!r} is not an absolute path in the sandbox")
+        source = "/"
+    elif ".." in PurePosixPath(source).parts:
+        bad(f"{field}.source", f"{source!r} must not contain '..'")
+    out: dict[str, Any] = {"source": source}
+    destination = entry.get("destination")
+    if destination not in (None, ""):
+        why = _bad_destination(destination)
+        if why:
+            bad(f"{field}.destination", f"{destination!r} {why}")
+        else:
+            out["destination"] = destination
+    exclude = entry.get("exclude", [])
+    if not isinstance(exclude, list) or not all(isinstance(x, str) for x in exclude):
+        bad(f"{field}.exclude", f"{exclude!r} is not a list of patterns")
+    else:
+        out["exclude"] = exclude
+    if entry.get("service") not in (None, "main"):
+        out["service"] = str(entry["service"])
+    return out
+
+
+def _bad_destination(destination: Any) -> str:
+    """Why ``destination`` cannot be a path under the artifacts folder ('' if it can)."""
+    if not isinstance(destination, str):
+        return "is not a path"
+    if "\\" in destination:
+        return "must use '/' between its parts"
+    path = PurePosixPath(destination)
+    if path.is_absolute():
+        return "must be relative to the episode's artifacts folder"
+    if ".." in path.parts:
+        return "must not contain '..' (it would leave the episode's artifacts folder)"
+    if not path.parts or destination.rstrip("/") == MANIFEST:
+        return f"must name a file or folder other than {MANIFEST}"
+    return ""
+
+
+def _collect(entry: Any, index: int, bad: Bad) -> dict[str, Any]:
+    """One ``[[verifier.collect]]`` table as a :class:`HarborCollect`'s fields."""
+    field = f"verifier.collect[{index}]"
+    if not isinstance(entry, dict) or not isinstance(entry.get("command"), str):
+        bad(field, "is not a table with a command")
+        return {"command": "true"}
+    out: dict[str, Any] = {"command": entry["command"]}
+    if entry.get("service") is not None:
+        out["service"] = str(entry["service"])
+    if entry.get("timeout_sec") is not None:
+        out["timeout_s"] = entry["timeout_sec"]
+    if entry.get("user") is not None:
+        out["user"] = str(entry["user"])
+    return out

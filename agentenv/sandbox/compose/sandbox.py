@@ -17,6 +17,8 @@ import anyio
 from agentenv.sandbox.channel import ByteStream
 from agentenv.sandbox.compose.group import ServiceGroup
 from agentenv.sandbox.compose.model import ComposeError, read_compose
+from agentenv.sandbox.docker import exec as docker_exec
+from agentenv.sandbox.docker.driver import DockerDriver
 from agentenv.sandbox.docker.engine import get_engine
 from agentenv.sandbox.docker.sandbox import DockerSandbox
 from agentenv.sandbox.errors import SandboxError
@@ -83,6 +85,26 @@ class ComposeSandbox:
     ) -> None:
         """A tar of ``path`` in ``main``, written to the host ``file``."""
         await self.main.download_to(path, file, max_bytes=max_bytes)
+
+    async def service_exec(
+        self, service: str, command: str, *, timeout: float, user: str | None
+    ) -> ExecResult:
+        """Run the task's shell ``command`` in the side service ``service`` (a Harbor
+        ``[[verifier.collect]]``); :class:`KeyError` when there is no such service."""
+        return await docker_exec.run(
+            self.group.engine, self.group.containers[service], command, user=user or "",
+            workdir="/", timeout=timeout, cwd=None, env=None, stdin=None,
+            max_output=DEFAULT_MAX_OUTPUT, on_output=None,
+        )  # fmt: skip
+
+    async def service_download_to(
+        self, service: str, path: str, file: os.PathLike[str], *, max_bytes: int | None
+    ) -> None:
+        """A tar of ``path`` in the side service ``service`` (read by the engine, frozen or
+        not), written to the host ``file``; :class:`KeyError` when there is no such service."""
+        container = self.group.containers[service]
+        with open(file, "wb") as out:
+            await DockerDriver(self.group.engine).get_archive(container, path, out, max_bytes)
 
     async def upload_tar(self, data: bytes | os.PathLike[str], dest: str) -> None:
         """Extract a tar into ``dest`` in ``main``."""

@@ -42,7 +42,27 @@ class HarborArtifact(BaseModel):
 
     source: str = Field(pattern=r"^/", description="absolute path in the agent's sandbox")
     destination: str | None = Field(
-        None, description="where Harbor keeps it on the host (unused by the verifier)"
+        None,
+        description="where it goes under the episode's artifacts folder (relative, no "
+        "'..'); its source path without the leading '/' when unset",
+    )
+    exclude: list[str] = Field([], description="globs left out of a directory (tar's --exclude)")
+    service: str | None = Field(
+        None, description="the compose service it is read from; main (the agent's) when unset"
+    )
+
+
+class HarborCollect(BaseModel):
+    """One ``[[verifier.collect]]`` command: run by the task (not the agent) once the agent
+    is done and before the artifacts are read, in ``main`` or a compose service."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    command: str = Field(description="a shell command (sh -c)")
+    service: str = Field("main", description="the compose service it runs in")
+    timeout_s: float = Field(60, gt=0)
+    user: str | None = Field(
+        None, description="who it runs as; the image's USER when unset, as in Harbor"
     )
 
 
@@ -67,7 +87,12 @@ class HarborCheck(CheckBase):
         None, description="`separate` mode's image ([verifier.environment]); the task's if unset"
     )
     artifacts: list[HarborArtifact] = Field(
-        [], description="copied from the agent's final state into a `separate` verifier"
+        [],
+        description="copied from the agent's final state into the episode's artifacts "
+        "folder, and into a `separate` verifier",
+    )
+    collect: list[HarborCollect] = Field(
+        [], description="commands run once the agent is done, before the artifacts are read"
     )
     on_system_change: Literal["review", "zero"] = Field(
         "review",
