@@ -136,3 +136,14 @@ async def test_the_oracle_scores_1_in_final_mode_beside_the_services(tmp_path: P
     traj = await _episode(task, SOLVE, tmp_path, "oracle")
     assert not isinstance(traj, str), traj
     assert traj.reward == 1.0, traj.score
+
+
+@pytest.mark.no_docker
+def test_the_shared_mode_stays_by_explicit_opt_in(tmp_path: Path) -> None:
+    # graded in the agent's own main, its processes running: there the rewriter above
+    # scores 1.0 (docs/harbor.md's attack table)
+    task = attack_task(tmp_path, "shared")
+    assert task.verifier is not None and task.verifier.model_dump()["mode"] == "shared"
+    assert task.verify_in == "agent"
+    task = attack_task(tmp_path, "separate")
+    assert task.verifier is not None and task.verifier.model_dump()["mode"] == "separate"
