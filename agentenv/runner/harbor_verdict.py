@@ -10,6 +10,12 @@
 - ``shared`` (opt-in, Harbor's default): graded in the agent's own sandbox by
   :func:`~agentenv.runner.episode.finish`; the agent, root there, can decide its reward.
 
+A compose task (``environment/docker-compose.yaml``) is graded the same ways: in ``final``
+its new ``main`` joins the side services the agent's snapshot kept, as the agent left them
+(their state is the outcome), on their network under the alias ``main``
+(:func:`~agentenv.sandbox.compose.sandbox.services_kept`); the clean prepared state is
+graded in a new group of fresh services; ``separate`` is a lone sandbox, as Harbor's.
+
 A sandbox made from the agent's filesystem still runs the programs it left: the system
 files it changed (the engine's diff, :mod:`agentenv.runner.system_changes`) are listed on
 the score (``Score.suspicious``), and a task may make them a 0 (``on_system_change``).
@@ -19,12 +25,15 @@ verifies (what doing nothing earns); only one the clean state also gets stays an
 from __future__ import annotations
 
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 import anyio
 
 from agentenv import scratch
+from agentenv.formats.harbor.compose import start_compose
 from agentenv.log import get_logger
 from agentenv.runner.system_changes import findings
 from agentenv.sandbox import SandboxSpec, create
@@ -36,6 +45,7 @@ from agentenv.verify.score import CheckResult, Score
 
 if TYPE_CHECKING:
     from agentenv.runner.episode import Final, Prepared
+    from agentenv.sandbox.compose.sandbox import KeptServices
 
 log = get_logger(__name__)
 
@@ -80,18 +90,34 @@ async def harbor_verdict(prepared: Prepared, final: Final) -> Score:
             score = await _blame_or_error(prepared, check, score, score.error)
     else:
         assert final.snapshot is not None, "a Harbor task verified apart is verify_in=final"
-        score = await _graded_apart(prepared, check, final.snapshot.ref)
+        async with _kept(prepared, final.snapshot.ref) as beside:
+            score = await _graded_apart(prepared, check, final.snapshot.ref, beside)
     return flag_changes(score, check, final.system_changes)
 
 
-async def _graded_apart(prepared: Prepared, check: HarborCheck, source: str) -> Score:
-    """Grade from ``source`` (the agent's snapshot), once more in a new sandbox if the
-    first is lost; an error there is the agent's 0 if the clean prepared state grades."""
+@asynccontextmanager
+async def _kept(prepared: Prepared, snapshot: str) -> AsyncIterator[KeptServices | None]:
+    """The side services a compose task's snapshot kept (``None`` for any other task)."""
+    if prepared.task.compose is None:
+        yield None
+        return
+    from agentenv.sandbox.compose.sandbox import services_kept  # the Docker SDK: when run
+
+    async with services_kept(snapshot) as kept:
+        yield kept
+
+
+async def _graded_apart(
+    prepared: Prepared, check: HarborCheck, source: str, beside: KeptServices | None = None
+) -> Score:
+    """Grade from ``source`` (the agent's snapshot; beside the services it kept, if any),
+    once more in a new sandbox if the first is lost; an error there is the agent's 0 if
+    the clean prepared state grades."""
     started = time.monotonic()
     why = ""
     for _ in range(2):
         try:
-            score = await grade_from(prepared, check, source)
+            score = await grade_from(prepared, check, source, beside)
         except EngineUnavailable:
             raise
         except SandboxUnavailable as e:
@@ -131,9 +157,12 @@ async def _blame_or_error(
     return Score(reward=0.0, passed=False, checks=checks, duration_s=time.monotonic() - started)
 
 
-async def grade_from(prepared: Prepared, check: HarborCheck, source: str) -> Score:
-    """Run test.sh in a new sandbox: of ``source`` (``final``), or of the verifier's image
-    with ``source``'s artifacts copied in (``separate``). Removed afterwards."""
+async def grade_from(
+    prepared: Prepared, check: HarborCheck, source: str, beside: KeptServices | None = None
+) -> Score:
+    """Run test.sh in a new sandbox: of ``source`` (``final``; a compose task's beside the
+    services ``beside``, or fresh ones), or of the verifier's image with ``source``'s
+    artifacts copied in (``separate``). Removed afterwards (the kept services stay)."""
     task = prepared.task
     assert task.tests is not None  # a Harbor task always has tests/ (checked at load)
     with scratch.folder("artifacts") as tmp:
@@ -141,13 +170,27 @@ async def grade_from(prepared: Prepared, check: HarborCheck, source: str) -> Sco
         if check.mode == "separate":
             carried = await _take_artifacts(prepared, check, source, tmp)
         image = source if check.mode == "final" else (check.image or prepared.image)
-        box = await create(verifier_spec(prepared, image))
+        box = await _verifier_box(prepared, check, image, beside)
         try:
             await _put_artifacts(box, carried)
             return await verify_in_sandbox(box, task.tests, check, task.workdir)
         finally:
             with anyio.CancelScope(shield=True):
                 await box.close()
+
+
+async def _verifier_box(
+    prepared: Prepared, check: HarborCheck, image: str, beside: KeptServices | None
+) -> Sandbox:
+    """test.sh's sandbox of ``image``: a new ``main`` beside the kept services, a new
+    compose group (a compose task's clean state, or a snapshot whose services are gone),
+    or a lone sandbox (``separate``, as Harbor's, and every task without compose)."""
+    spec = verifier_spec(prepared, image)
+    if beside is not None:
+        return await beside.create(spec)
+    if prepared.task.compose is not None and check.mode != "separate":
+        return await start_compose(prepared.task, spec)
+    return await create(spec)
 
 
 async def _take_artifacts(

@@ -132,8 +132,8 @@ async def test_a_compose_task_runs_oracle_1_null_0(tmp_path: Path) -> None:
     folder = compose_task(tmp_path)
     task = load_task(folder)  # was refused: "docker-compose environments are not supported"
     assert task.compose == "environment/docker-compose.yaml"
-    assert task.verify_in == "agent" and task.verifier is not None
-    assert task.verifier.model_dump()["mode"] == "shared"  # test.sh beside the services
+    assert task.verify_in == "final" and task.verifier is not None
+    assert task.verifier.model_dump()["mode"] == "final"  # a new main, beside the services
     # on Docker whatever the suite's backend: Podman refuses compose tasks (a test below)
     reward, checks = await _run(folder, "oracle", backend="docker")
     assert reward == 1.0, checks

@@ -4,11 +4,9 @@
 services and may give ``main`` environment variables and dependencies. The file is read at
 load, so that what agentenv does not run is refused there, naming the key.
 
-Where ``test.sh`` runs: in ``main`` with every service up (Harbor's shared mode), unless the
-task asks for ``environment_mode = "separate"``. agentenv's default for single-container
-tasks (a new container of the agent's final filesystem) would start the test without the
-services it queries, so a compose task is verified where Harbor verifies it
-(``docs/harbor.md`` says what that trusts)."""
+Where ``test.sh`` runs: as a single-container task's (the ``harbor`` check's ``mode``,
+``final`` by default): a new ``main`` from the agent's final one, beside the side services
+as the agent left them (:mod:`agentenv.runner.harbor_verdict`)."""
 
 from __future__ import annotations
 
@@ -56,11 +54,6 @@ def compose_fields(folder: Path, problems: list[Problem]) -> dict[str, str]:
     except OSError as e:
         problems.append(Problem(path, f"cannot be read: {e}"))
     return {"compose": str(path.relative_to(folder))}
-
-
-def shared_mode(mode: str, has_compose: bool) -> str:
-    """The ``harbor`` check's mode: a compose task's default is Harbor's ``shared``."""
-    return "shared" if has_compose and mode == "final" else mode
 
 
 async def start_compose(task: Task, spec: SandboxSpec) -> Sandbox:

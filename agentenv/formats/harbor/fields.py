@@ -12,7 +12,7 @@ from typing import Any
 
 from agentenv.agent.trajectory import Limits
 from agentenv.formats.harbor import dockerfile as dockerfiles
-from agentenv.formats.harbor.compose import compose_fields, shared_mode
+from agentenv.formats.harbor.compose import compose_fields
 from agentenv.formats.harbor.envvars import resolve
 from agentenv.formats.harbor.mcp import mcp_fields
 from agentenv.formats.harbor.refused import Bad, refusals
@@ -65,7 +65,6 @@ def task_fields(raw: dict[str, Any], folder: Path, spec_file: Path) -> dict[str,
     problems += refusals(raw, folder, bad)
     checked = verifier_fields(raw, folder, bad)  # where test.sh runs: mode, image, artifacts
     compose = compose_fields(folder, problems)  # services beside main (.compose)
-    checked["mode"] = shared_mode(checked["mode"], bool(compose))
     image, workdir = env.get("docker_image"), _workdir(env, folder, problems, bad)
     steps = step_fields(raw, folder, bad, problems, lambda t, w: _healthcheck(t, bad, w))
     if not (folder / "tests" / "test.sh").is_file() and not has_steps(raw):  # a step's serves

@@ -55,6 +55,7 @@ class ServiceGroup:
         self.containers: dict[str, str] = {}  # service → container id
         self.running: set[str] = set()  # services meant to run on (not one-shots)
         self._frozen: dict[str, FrozenBy] = {}
+        self.holders = 1  # the sandbox it was made for; a verdict from its snapshot adds one
 
     @classmethod
     async def start(
@@ -261,6 +262,21 @@ class ServiceGroup:
             await self.engine.run(api.pause if want else api.unpause, cid)
 
         return call
+
+    async def join(self, container: str, alias: str) -> None:
+        """Make ``container`` (already on the group's network) reachable by the services
+        under ``alias`` (``main``): the engine sets aliases only when it connects one."""
+        api = self.engine.api
+        await self.engine.run(api.disconnect_container_from_network, container, self.project)
+        await self.engine.run(
+            api.connect_container_to_network, container, self.project, aliases=[alias]
+        )
+
+    async def release(self) -> None:
+        """One holder lets go; the last removes the group (:meth:`remove`)."""
+        self.holders -= 1
+        if self.holders == 0:
+            await self.remove()
 
     def cpu_usage_ns(self) -> int:
         """CPU time the side services used so far (what this host can read of it)."""

@@ -2,13 +2,20 @@
 :class:`~agentenv.sandbox.protocol.Sandbox`. Commands and files go to ``main`` (an ordinary
 Docker sandbox of the task's image, on the group's private network, where the side services
 are reached by their names); ``pause``/``resume`` freeze and thaw ``main`` and every side
-service together; ``close`` removes them all with their network and volumes."""
+service together; ``close`` removes them all with their network and volumes.
+
+A snapshot of it is ``main``'s filesystem, and keeps the side services as the agent left
+them (their state is the task's outcome: a database the agent filled) for the verdict:
+:func:`services_kept` hands them over, and :meth:`KeptServices.create` starts a new
+``main`` from the snapshot beside them. The group goes once both the sandbox and the
+verdict have let go of it."""
 
 from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
 from pathlib import Path
 from types import TracebackType
 
@@ -16,7 +23,7 @@ import anyio
 
 from agentenv.sandbox.channel import ByteStream
 from agentenv.sandbox.compose.group import ServiceGroup
-from agentenv.sandbox.compose.model import ComposeError, read_compose
+from agentenv.sandbox.compose.model import MAIN, ComposeError, read_compose
 from agentenv.sandbox.docker import exec as docker_exec
 from agentenv.sandbox.docker.driver import DockerDriver
 from agentenv.sandbox.docker.engine import get_engine
@@ -29,9 +36,12 @@ from agentenv.sandbox.spec import SandboxSpec
 class ComposeSandbox:
     """``main`` and the services beside it. Made by :func:`create_compose`."""
 
-    def __init__(self, main: DockerSandbox, group: ServiceGroup):
+    def __init__(
+        self, main: DockerSandbox, group: ServiceGroup, main_env: Mapping[str, str] | None = None
+    ):
         self.main = main
         self.group = group
+        self.main_env = dict(main_env or {})  # what the compose file gives main
         self.id = main.id
         self.spec = main.spec
         self.image = main.image
@@ -128,8 +138,13 @@ class ComposeSandbox:
             tg.start_soon(self.main.resume)
 
     async def snapshot(self, tag: str | None = None, *, keep_s: float | None = None) -> Snapshot:
-        """``main``'s filesystem (the side services' are not kept)."""
-        return await self.main.snapshot(tag, keep_s=keep_s)
+        """``main``'s filesystem; the side services, as they are, stay up for whoever takes
+        them by the snapshot's ref (:func:`services_kept`) even once this sandbox closes."""
+        snapshot = await self.main.snapshot(tag, keep_s=keep_s)
+        if not self._closed:
+            self.group.holders += 1
+            _KEPT[snapshot.ref] = KeptServices(self.group, self.main_env)
+        return snapshot
 
     async def cpu_usage_ns(self) -> int:
         """CPU time of ``main`` and the side services."""
@@ -146,7 +161,7 @@ class ComposeSandbox:
         self._closed = True
         with anyio.CancelScope(shield=True):
             await self.main.close()
-            await self.group.remove()
+            await self.group.release()  # removed now unless a verdict still holds it
 
     async def __aenter__(self) -> ComposeSandbox:
         """``async with``: closed when the block ends."""
@@ -157,6 +172,51 @@ class ComposeSandbox:
     ) -> None:
         """Close it, whatever ended the block."""
         await self.close()
+
+
+class KeptServices:
+    """The side services a snapshot of a compose sandbox kept, as the agent left them."""
+
+    def __init__(self, group: ServiceGroup, main_env: Mapping[str, str]):
+        self.group = group
+        self.main_env = dict(main_env)
+
+    async def create(self, spec: SandboxSpec) -> DockerSandbox:
+        """A new ``main`` of ``spec`` (the snapshot's image) on the services' network,
+        reached by them as ``main``, with the environment the compose file gives main; the
+        services thawed (the agent's ``main`` stays frozen, or is gone). The caller closes
+        it; the services stay."""
+        await self.group.thaw()
+        env = {**self.main_env, **spec.env}
+        box = await DockerSandbox.create(
+            spec.model_copy(update={"network": self.group.project, "env": env}),
+            engine=self.group.engine,
+        )
+        try:
+            await self.group.join(box.id, MAIN)
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await box.close()
+            raise
+        return box
+
+
+_KEPT: dict[str, KeptServices] = {}
+"""Side services kept by a snapshot (by its ref), until :func:`services_kept` takes them."""
+
+
+@asynccontextmanager
+async def services_kept(snapshot: str) -> AsyncIterator[KeptServices | None]:
+    """``async with services_kept(ref) as kept:`` the side services the snapshot ``ref``
+    of a compose sandbox kept (``None`` for any other snapshot, or one already taken);
+    let go of when the block ends (removed if their sandbox is closed by then)."""
+    kept = _KEPT.pop(snapshot, None)
+    try:
+        yield kept
+    finally:
+        if kept is not None:
+            with anyio.CancelScope(shield=True):
+                await kept.group.release()
 
 
 def project_name() -> str:
@@ -198,4 +258,4 @@ async def create_compose(
         with anyio.CancelScope(shield=True):
             await group.remove()
         raise
-    return ComposeSandbox(main, group)
+    return ComposeSandbox(main, group, compose.main.environment)
