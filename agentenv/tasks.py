@@ -133,6 +133,9 @@ class Task(BaseModel):
     solution_env: dict[str, str] = {}
     healthcheck: Healthcheck | None = None  # passed before the agent gets the sandbox
     multi_step: MultiStep | None = None  # steps over one sandbox (Harbor's [[steps]])
+    # a folder in the sandbox of skills (<name>/SKILL.md) named to the model at episode
+    # start (Harbor's [environment] skills_dir; agentenv.agent.skills)
+    skills_dir: str | None = Field(None, pattern=r"^/")
     instruction: str = ""
     folder: Path | None = None
 
@@ -259,6 +262,7 @@ def task_digest(task: Task) -> str:
         "compose": None,
         "multi_step": None,
         "mcp_servers": [],
+        "skills_dir": None,
     }
     unset = {name for name, default in fresh.items() if getattr(task, name) == default}
     h = hashlib.sha256(task.model_dump_json(exclude={"folder", *unset}).encode())

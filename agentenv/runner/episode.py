@@ -662,6 +662,7 @@ async def run_task(
                         pause=pause,
                         on_event=on_event,
                         on_tool_result=on_tool_result,
+                        skills_dir=task.skills_dir,
                     )
             final, traj.score = await ep.conclude()
         return traj, final

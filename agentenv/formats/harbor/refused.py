@@ -2,7 +2,7 @@
 naming the file and the field: one function per feature, so that lifting a refusal is
 deleting its call in :func:`refusals` once the feature is built.
 
-Two kinds: *not yet* (a subsystem agentenv lacks today: skills, allowlists, ...) and
+Two kinds: *not yet* (a subsystem agentenv lacks today: collect commands, ...) and
 *never here* (hardware or an OS these sandboxes cannot give: a GPU, a TPU, Windows
 containers), which say why."""
 
@@ -33,11 +33,9 @@ def _not_yet(raw: dict[str, Any], env: dict[str, Any], verifier: dict[str, Any],
     """The single-container features agentenv lacks today."""
     given = {
         "verifier.collect": verifier.get("collect"),
-        "environment.skills_dir": env.get("skills_dir"),
     }
     why = {
         "verifier.collect": "collect commands ([[verifier.collect]])",
-        "environment.skills_dir": "skills (skills_dir)",
     }
     for field, value in given.items():
         if value not in (None, [], {}, ""):
