@@ -103,6 +103,9 @@ class Task(BaseModel):
     tags: list[str] = []
     image: str = BASE_IMAGE
     dockerfile: str | None = None  # relative to the task folder; built when the image is absent
+    # seconds that build may take: past them it is stopped, a task error (Harbor's
+    # [environment] build_timeout_sec); None: no limit
+    build_timeout_s: float | None = Field(None, gt=0)
     # relative to the task folder: a compose file whose services run beside the agent's
     # (Harbor's environment/docker-compose.yaml; agentenv.sandbox.compose)
     compose: str | None = None
@@ -263,6 +266,7 @@ def task_digest(task: Task) -> str:
         "multi_step": None,
         "mcp_servers": [],
         "skills_dir": None,
+        "build_timeout_s": None,
     }
     unset = {name for name, default in fresh.items() if getattr(task, name) == default}
     h = hashlib.sha256(task.model_dump_json(exclude={"folder", *unset}).encode())

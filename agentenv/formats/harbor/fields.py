@@ -42,6 +42,7 @@ HARBOR_FIELDS = {
     "solution_env": "solution.env",
     "healthcheck": "environment.healthcheck",
     "skills_dir": "environment.skills_dir",
+    "build_timeout_s": "environment.build_timeout_sec",
 }
 """The agentenv task field (dotted) → the Harbor task.toml field it comes from, so that an
 error found in the agentenv task names the field the user wrote."""
@@ -77,7 +78,6 @@ def task_fields(raw: dict[str, Any], folder: Path, spec_file: Path) -> dict[str,
     if metadata.get("category"):
         tags.append(str(metadata["category"]))
     task_env = resolve(env.get("env"), "environment.env", bad)  # Harbor's: every command's
-    _number(env, "build_timeout_sec", "environment", bad)  # accepted, see docs/harbor.md
     fields: dict[str, Any] = {
         "id": re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-._") or "task",
         "description": str(task.get("description") or _first_line(folder / "instruction.md")),
@@ -103,6 +103,7 @@ def task_fields(raw: dict[str, Any], folder: Path, spec_file: Path) -> dict[str,
         "healthcheck": _healthcheck(env, bad),
         "multi_step": steps,
         "skills_dir": _skills_dir(env, workdir, bad),
+        "build_timeout_s": _number(env, "build_timeout_sec", "environment", bad),
     }
     if verifier.get("user") is not None:  # test.sh's user; else the image's, as Harbor
         _user(verifier, "verifier", bad)  # a name or a uid, checked
