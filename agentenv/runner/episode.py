@@ -32,6 +32,7 @@ from pydantic import BaseModel, ConfigDict
 
 from agentenv.agent.loop import run_episode
 from agentenv.agent.mcp import mcp_tools
+from agentenv.agent.policies import lay_out
 from agentenv.agent.trajectory import ToolResultCallback, Trajectory
 from agentenv.archive import Archive
 from agentenv.errors import TaskError
@@ -655,6 +656,7 @@ async def run_task(
     try:
         async with episode(prepared, phases=phases) as ep:
             with timer("loop"):
+                await lay_out(model, ep.sandbox)  # the oracle's /solution, by root
                 async with mcp_tools(task.mcp_servers, ep.sandbox) as served:
                     traj = await run_episode(
                         model,
