@@ -7,6 +7,7 @@ above those edges needs either library's exceptions::
     ├── SandboxError              a sandbox failed
     │   ├── EngineUnavailable       no engine answers (how to start one is in the message)
     │   ├── ImageUnavailable        not present, not pullable, not buildable
+    │   │   └── BuildTimedOut         its build passed the task's build timeout (stopped)
     │   ├── SandboxUnavailable      the container died, was OOM-killed or removed
     │   ├── SandboxClosed           closed by its owner
     │   ├── SandboxPaused           a command sent while paused
@@ -40,6 +41,7 @@ __all__ = [
     "ArchiveTooLarge",
     "AuthError",
     "BadRequest",
+    "BuildTimedOut",
     "ConfigMismatch",
     "ContextOverflow",
     "EndpointDown",
@@ -80,6 +82,15 @@ class EngineUnavailable(SandboxError):
 
 class ImageUnavailable(SandboxError):
     """An image is not present, cannot be pulled and cannot be built."""
+
+
+class BuildTimedOut(ImageUnavailable):
+    """An image's build went on past the time allowed it (a Harbor task's
+    ``build_timeout_sec``) and was stopped; ``timeout_s`` is that time."""
+
+    def __init__(self, message: str, timeout_s: float | None = None):
+        super().__init__(message)
+        self.timeout_s = timeout_s
 
 
 class SandboxUnavailable(SandboxError):

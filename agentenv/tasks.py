@@ -103,6 +103,9 @@ class Task(BaseModel):
     tags: list[str] = []
     image: str = BASE_IMAGE
     dockerfile: str | None = None  # relative to the task folder; built when the image is absent
+    # seconds that build may take: past them it is stopped, a task error (Harbor's
+    # [environment] build_timeout_sec); None: no limit
+    build_timeout_s: float | None = Field(None, gt=0)
     # relative to the task folder: a compose file whose services run beside the agent's
     # (Harbor's environment/docker-compose.yaml; agentenv.sandbox.compose)
     compose: str | None = None
@@ -133,6 +136,9 @@ class Task(BaseModel):
     solution_env: dict[str, str] = {}
     healthcheck: Healthcheck | None = None  # passed before the agent gets the sandbox
     multi_step: MultiStep | None = None  # steps over one sandbox (Harbor's [[steps]])
+    # a folder in the sandbox of skills (<name>/SKILL.md) named to the model at episode
+    # start (Harbor's [environment] skills_dir; agentenv.agent.skills)
+    skills_dir: str | None = Field(None, pattern=r"^/")
     instruction: str = ""
     folder: Path | None = None
 
@@ -259,6 +265,8 @@ def task_digest(task: Task) -> str:
         "compose": None,
         "multi_step": None,
         "mcp_servers": [],
+        "skills_dir": None,
+        "build_timeout_s": None,
     }
     unset = {name for name, default in fresh.items() if getattr(task, name) == default}
     h = hashlib.sha256(task.model_dump_json(exclude={"folder", *unset}).encode())

@@ -9,13 +9,17 @@ one loop drives them all (pausing, tools, limits and the trajectory work the sam
 
 from __future__ import annotations
 
+import io
 import json
+import posixpath
 import shlex
+import tarfile
 from typing import Any
 
 from agentenv.agent.loop import Trajectory
 from agentenv.model.client import EventCallback
-from agentenv.model.types import Completion, Route, ToolCall
+from agentenv.model.types import ChatModel, Completion, Route, ToolCall
+from agentenv.sandbox.protocol import Sandbox
 
 SOLUTION_PATH = "/tmp/agentenv-solution.sh"
 SOLUTION_DIR = "/tmp/agentenv-solution"  # a task's solution/ folder, for its script
@@ -26,10 +30,31 @@ class ScriptedModel:
     """Answers with fixed completions in order; once they run out, with a turn that calls
     no tool (so the episode ends with ``no_tool_calls``). Costs nothing."""
 
-    def __init__(self, completions: list[Completion], name: str):
+    def __init__(
+        self,
+        completions: list[Completion],
+        name: str,
+        *,
+        files: dict[str, tuple[str, int]] | None = None,
+        laid_out: list[Completion] | None = None,
+    ):
         self.completions = completions
         self.name = name
         self._next = 0
+        # absolute path → (text, mode): put in place by root before the first turn (see
+        # lay_out), after which ``laid_out`` (the turns without writing them) are played
+        self.files = files or {}
+        self.laid_out = laid_out
+
+    async def lay_out(self, sandbox: Sandbox) -> None:
+        """Put :attr:`files` into ``sandbox`` through the engine's archive upload, owned by
+        root (the sandbox's user may not write there: an image with a ``USER`` of its
+        own), and play the turns that do not write them. Without this (a driver that
+        does not call it) the turns write them through tool calls, as the sandbox's user."""
+        if not self.files or self.laid_out is None or self._next:
+            return
+        await sandbox.upload_tar(_root_tar(self.files), "/")
+        self.completions = self.laid_out
 
     async def complete(
         self,
@@ -47,6 +72,36 @@ class ScriptedModel:
         done.route = Route(endpoint=self.name, reason=f"{self.name} policy")
         done.message_form = "k3"  # the history looks as a K3 agent's would
         return done
+
+
+async def lay_out(model: ChatModel, sandbox: Sandbox) -> None:
+    """Before an episode: a scripted policy's files put in place by root (see
+    :meth:`ScriptedModel.lay_out`); nothing for any other model."""
+    if isinstance(model, ScriptedModel):
+        await model.lay_out(sandbox)
+
+
+def _root_tar(files: dict[str, tuple[str, int]]) -> bytes:
+    """A tar, to extract at ``/``, of ``files`` and their folders, all root's (folders
+    0755)."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        folders: set[str] = set()
+        for path in files:
+            parent = posixpath.dirname(path.strip("/"))
+            while parent:
+                folders.add(parent)
+                parent = posixpath.dirname(parent)
+        for folder in sorted(folders):
+            info = tarfile.TarInfo(folder)
+            info.type, info.mode = tarfile.DIRTYPE, 0o755
+            tar.addfile(info)
+        for path, (text, mode) in sorted(files.items()):
+            data = text.encode()
+            info = tarfile.TarInfo(path.strip("/"))
+            info.size, info.mode = len(data), mode
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
 
 
 def _call(index: int, name: str, **arguments: Any) -> ToolCall:
@@ -71,26 +126,35 @@ def oracle(
     sandbox's, for that command only (its values show in the trajectory's command)."""
     folder = solution_dir or SOLUTION_DIR
     script = f"{solution_dir}/solve.sh" if solution_dir else SOLUTION_PATH
-    writes = [
-        _call(i, "write_file", path=f"{folder}/{name}", content=text)
-        for i, (name, text) in enumerate(sorted((files or {}).items()))
-    ]
-    n = len(writes)
+    files = {f"{folder}/{name}": text for name, text in sorted((files or {}).items())}
     assigned = [
         f"{name}={value}" for name, value in {**(env or {}), "SOLUTION_DIR": folder}.items()
     ]
     run = shlex.join(["env", *assigned, "bash", script])
-    turn = Completion(
-        content="Running the reference solution.",
-        finish_reason="tool_calls",
-        tool_calls=[
-            *writes,
-            _call(n, "write_file", path=script, content=solution),
-            _call(n + 1, "bash", command=run, timeout=timeout_s),
-            _call(n + 2, "submit", summary="reference solution"),
-        ],
-    )
-    return ScriptedModel([turn], "oracle")
+
+    def turn(written: dict[str, str]) -> Completion:
+        writes = [
+            _call(i, "write_file", path=path, content=text)
+            for i, (path, text) in enumerate(written.items())
+        ]
+        n = len(writes)
+        return Completion(
+            content="Running the reference solution.",
+            finish_reason="tool_calls",
+            tool_calls=[
+                *writes,
+                _call(n, "bash", command=run, timeout=timeout_s),
+                _call(n + 1, "submit", summary="reference solution"),
+            ],
+        )
+
+    written = {**files, script: solution}
+    if solution_dir is None:
+        return ScriptedModel([turn(written)], "oracle")
+    # Harbor's oracle: solution/ uploaded to /solution as root (solve.sh executable), run
+    # as the sandbox's user; laid out so by a driver that calls lay_out (run_task)
+    as_root = {path: (text, 0o755 if path == script else 0o644) for path, text in written.items()}
+    return ScriptedModel([turn(written)], "oracle", files=as_root, laid_out=[turn({})])
 
 
 def command(cmd: str, *, timeout_s: float = 1800) -> ScriptedModel:
@@ -126,4 +190,4 @@ def null() -> ScriptedModel:
     return ScriptedModel([], "null")
 
 
-__all__ = ["ScriptedModel", "command", "null", "oracle", "replay"]
+__all__ = ["ScriptedModel", "command", "lay_out", "null", "oracle", "replay"]

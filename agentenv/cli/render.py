@@ -117,7 +117,8 @@ def summary_table(rows: list[Row], title: str) -> Table:
     pass_k = (f"pass@{k}",) if k > 1 else ()
     names = ("task", "pass@1", *pass_k, "reward", "in", "cached", "out", "hit", "$", "$/solved")
     refused = ("refused",) if rows and rows[-1].refused else ()
-    for name in (*names, "time", "errors", *refused):
+    steps = ("steps",) if any(r.steps for r in rows) else ()  # a multi-step task's
+    for name in (*names, "time", "errors", *refused, *steps):
         table.add_column(name, justify="left" if name == "task" else "right", no_wrap=True)
     for i, r in enumerate(rows):
         after = rows[i + 1].kind if i + 1 < len(rows) else None
@@ -135,10 +136,21 @@ def summary_table(rows: list[Row], title: str) -> Table:
             f"{r.wall_s:.1f} s",
             str(r.errors) if r.errors else "",
             *([str(r.refused) if r.refused else ""] if refused else []),
+            *([step_text(r)] if steps else []),
             style="bold" if r.kind == "total" else ("italic" if r.kind == "tag" else None),
             end_section=after is not None and after != r.kind,
         )
     return table
+
+
+def step_text(row: Row) -> str:
+    """A multi-step task's mean reward per step, in order, with how many episodes reached
+    a step when not all did: ``setup 1.00 · build 0.50 (2/3 reached)``."""
+    return " · ".join(
+        f"{name} {s.reward:.2f}"
+        + (f" ({s.reached}/{row.graded} reached)" if s.reached < row.graded else "")
+        for name, s in row.steps.items()
+    )
 
 
 PHASES = ("prepare", "create", "model", "tools", "loop", "finish", "verify", "teardown")

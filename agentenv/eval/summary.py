@@ -34,6 +34,13 @@ def natural_key(text: str) -> tuple[str | tuple[int, str], ...]:
     return tuple((len(p.lstrip("0")), p.lstrip("0")) if i % 2 else p for i, p in enumerate(parts))
 
 
+class StepFigure(BaseModel):
+    """One step of a multi-step task over a job's episodes of it."""
+
+    reward: float  # the mean over the episodes that reached the step
+    reached: int  # graded episodes that ran it
+
+
 class Row(BaseModel):
     """The figures of one task (``kind`` ``"task"``), of the tasks carrying a tag
     (``"tag"``, ``task_id`` ``"tag:<name>"``), or of all of them (``"total"``, ``task_id``
@@ -45,7 +52,12 @@ class Row(BaseModel):
     none passed. The total also has the job's own wall time (``job_wall_s``: for each run
     of the job, from its first episode's start to its last one's end, summed over the
     runs that resumed it), ``episodes_per_s`` over that time, and ``stopped`` when the job
-    stopped early (``"max_cost"``: its budget was spent)."""
+    stopped early (``"max_cost"``: its budget was spent).
+
+    ``steps`` (a multi-step task's row only) is, for each step in the order they ran, its
+    mean reward over the graded episodes that reached it and how many did (an episode
+    stops at a step below its ``min_reward``: the later steps do not count, as in Harbor's
+    ``mean``)."""
 
     task_id: str
     kind: Literal["task", "tag", "total"] = "task"
@@ -69,6 +81,20 @@ class Row(BaseModel):
     job_wall_s: float | None = None
     episodes_per_s: float | None = None
     stopped: str | None = None
+    steps: dict[str, StepFigure] = Field(default_factory=dict)
+
+
+def step_figures(graded: Sequence[EpisodeResult]) -> dict[str, StepFigure]:
+    """Each step's mean reward over those of ``graded`` (a task's graded episodes) that
+    reached it, steps in the order they ran; empty for a task without steps."""
+    rewards: dict[str, list[float]] = {}
+    for r in graded:
+        for step in r.score.steps if r.score is not None else []:
+            rewards.setdefault(step.name, []).append(step.reward)
+    return {
+        name: StepFigure(reward=sum(got) / len(got), reached=len(got))
+        for name, got in rewards.items()
+    }
 
 
 def _row(
@@ -104,6 +130,7 @@ def _row(
         phases=phases,
         errors=len(results) - n - refused,
         refused=refused,
+        steps=step_figures(graded) if kind == "task" else {},
     )
 
 

@@ -32,6 +32,7 @@ from pydantic import BaseModel, ConfigDict
 
 from agentenv.agent.loop import run_episode
 from agentenv.agent.mcp import mcp_tools
+from agentenv.agent.policies import lay_out
 from agentenv.agent.trajectory import ToolResultCallback, Trajectory
 from agentenv.archive import Archive
 from agentenv.errors import TaskError
@@ -42,7 +43,7 @@ from agentenv.model.types import ChatModel
 from agentenv.runner.artifacts import Collecting, collect_before_pause, collect_paused
 from agentenv.runner.harbor_verdict import harbor_verdict
 from agentenv.runner.healthcheck import wait_healthy
-from agentenv.runner.image_user import with_image_user
+from agentenv.runner.image_user import build_timeout_named, with_image_user
 from agentenv.runner.system_changes import container_changes
 from agentenv.runner.workspace import safe_workspace, workspace_tar
 from agentenv.sandbox import (
@@ -146,6 +147,7 @@ def agent_spec(prepared: Prepared, *, outlive_owner: bool = False) -> SandboxSpe
         backend=prepared.backend,
         image=prepared.image,
         dockerfile=prepared.dockerfile,
+        build_timeout_s=task.build_timeout_s,
         workdir=task.workdir,
         user=None if root else task.user,
         image_entrypoint=task.image_entrypoint,
@@ -196,7 +198,8 @@ async def prepare(
     from :func:`run_task`): no other driver may run it as one step without a word."""
     if task.multi_step is not None and not steps:
         raise TaskError(f"task {task.id!r} has steps: only run_task runs them (not RL yet)")
-    task = await with_image_user(task, backend or default_backend())  # a name: its uid:gid
+    with build_timeout_named(task):  # the image is built first here (or just below)
+        task = await with_image_user(task, backend or default_backend())  # a name: uid:gid
     dockerfile = task.folder / task.dockerfile if task.folder and task.dockerfile else None
     user = _ROOT if task.user == "root" else task.user
     folder = workspace if workspace is not None else task.workspace
@@ -216,12 +219,14 @@ async def prepare(
         if dockerfile is None
         else dockerfile_image(task.image, dockerfile, task.id),
         dockerfile=dockerfile,
+        build_timeout_s=task.build_timeout_s,
         workdir=task.workdir,
         user=_ROOT,
         cap_add=CHECKER_CAPS,
         image_entrypoint=task.image_entrypoint,  # its snapshot keeps the image's entrypoint
     )
-    box = await create(spec)
+    with build_timeout_named(task):
+        box = await create(spec)
     try:
         if folder is not None:
             await box.upload(folder, task.workdir)
@@ -664,6 +669,7 @@ async def run_task(
     try:
         async with episode(prepared, phases=phases) as ep:
             with timer("loop"):
+                await lay_out(model, ep.sandbox)  # the oracle's /solution, by root
                 async with mcp_tools(task.mcp_servers, ep.sandbox) as served:
                     traj = await run_episode(
                         model,
@@ -675,6 +681,7 @@ async def run_task(
                         pause=pause,
                         on_event=on_event,
                         on_tool_result=on_tool_result,
+                        skills_dir=task.skills_dir,
                     )
             final, traj.score = await ep.conclude()
         return traj, final

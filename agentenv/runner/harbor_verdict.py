@@ -67,6 +67,7 @@ def verifier_spec(prepared: Prepared, image: str) -> SandboxSpec:
         backend=prepared.backend,
         image=image,
         dockerfile=prepared.dockerfile if image == prepared.image else None,
+        build_timeout_s=task.build_timeout_s,
         workdir=task.workdir,
         user="0:0",  # agentenv's commands: root that may drop to test.sh's user
         cap_add=CHECKER_CAPS,

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import anyio
 
-from agentenv.errors import TaskError
+from agentenv.errors import BuildTimedOut, TaskError
 from agentenv.sandbox import SandboxSpec, create
 from agentenv.sandbox.images import dockerfile_image
 from agentenv.tasks import Task
@@ -32,7 +34,12 @@ async def with_image_user(task: Task, backend: str) -> Task:
     dockerfile = task.folder / task.dockerfile if task.folder and task.dockerfile else None
     image = task.image if dockerfile is None else dockerfile_image(task.image, dockerfile, task.id)
     spec = SandboxSpec(
-        backend=backend, image=image, dockerfile=dockerfile, workdir=task.workdir, user="0:0"
+        backend=backend,
+        image=image,
+        dockerfile=dockerfile,
+        build_timeout_s=task.build_timeout_s,
+        workdir=task.workdir,
+        user="0:0",
     )
     name = shlex.quote(task.user)
     box = await create(spec)
@@ -52,4 +59,21 @@ async def with_image_user(task: Task, backend: str) -> Task:
     return task.model_copy(update={"user": ":".join(numbers)})
 
 
-__all__ = ["is_name", "with_image_user"]
+@contextmanager
+def build_timeout_named(task: Task) -> Iterator[None]:
+    """A :class:`BuildTimedOut` within it said again naming the task, its file and field
+    (Harbor's ``environment.build_timeout_sec``), so the user knows what to raise."""
+    try:
+        yield
+    except BuildTimedOut as e:
+        from agentenv.formats.harbor import can_load  # the loaders import the runner's kin
+
+        harbor = task.folder is not None and can_load(task.folder)
+        field = "environment.build_timeout_sec" if harbor else "build_timeout_s"
+        where = f"{task.folder / 'task.toml'}: " if task.folder is not None else ""
+        raise BuildTimedOut(
+            f"task {task.id!r}: {where}{field} = {task.build_timeout_s:g}: {e}", e.timeout_s
+        ) from e
+
+
+__all__ = ["build_timeout_named", "is_name", "with_image_user"]

@@ -195,6 +195,7 @@ async def _trial(
                     task_id=view.task.id,
                     limits=view.task.limits,
                     tools=view.task.agent_tools,
+                    skills_dir=view.task.skills_dir,
                 )
             )
         final, score = await _verify(box, view, timer)

@@ -3,6 +3,7 @@ tree is drawn. Every one says what failed and, where there is one, what to do.""
 
 from agentenv.errors import (
     ArchiveTooLarge,
+    BuildTimedOut,
     EngineUnavailable,
     ExecUserError,
     FileTooLarge,
@@ -15,6 +16,7 @@ from agentenv.errors import (
 
 __all__ = [
     "ArchiveTooLarge",
+    "BuildTimedOut",
     "EngineUnavailable",
     "ExecUserError",
     "FileTooLarge",

@@ -114,6 +114,9 @@ class SandboxSpec(BaseModel):
     dockerfile: Path | None = Field(
         None, description="built (context: its folder) when the image is absent and unpullable"
     )
+    build_timeout_s: float | None = Field(
+        None, gt=0, description="seconds that build may take: past them it is stopped"
+    )
     cpus: float = Field(1.0, gt=0, le=256, description="CPU cores the sandbox may use")
     cpu_shares: int = Field(
         1024,

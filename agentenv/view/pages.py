@@ -14,6 +14,7 @@ from agentenv.eval.summary import Row
 from agentenv.refactor.verdict import TestRun
 from agentenv.runner.results import EpisodeResult
 from agentenv.verify import Score
+from agentenv.verify.score import StepScore
 from agentenv.view.artifacts import Listed
 from agentenv.view.job import Episode, Job, RepoEpisode
 
@@ -108,9 +109,15 @@ SUSPICIOUS_MARK = "⚑ suspicious"
 """What marks an episode the verifier flagged (``EpisodeResult.suspicious``)."""
 
 
-def _reward_text(reward: float | None, flagged: bool) -> str:
+def _reward_text(reward: float | None, flagged: bool, score: Score | None = None) -> str:
     text = "" if reward is None else f"{reward:.2f}"
+    if score is not None and score.steps:  # a multi-step task's: each step's, in order
+        text += " (" + ", ".join(_step_reward(s) for s in score.steps) + ")"
     return f"{text} {SUSPICIOUS_MARK}".strip() if flagged else text
+
+
+def _step_reward(step: StepScore) -> str:
+    return f"{step.name} {'error' if step.error else f'{step.reward:.2f}'}"
 
 
 def _flags(result: EpisodeResult, score: Score | None = None) -> list[str]:
@@ -130,7 +137,7 @@ def _row(ep: Episode, rl: bool) -> str:
         (r.task_id, r.task_id),
         (r.sample, r.sample),
         (ep.status, ep.status),
-        (_reward_text(r.reward, flagged), -1 if r.reward is None else r.reward),
+        (_reward_text(r.reward, flagged, r.score), -1 if r.reward is None else r.reward),
         (" ".join(ep.tags), " ".join(ep.tags)),
         (r.turns, r.turns),
         (f"{r.prompt_tokens:,}", r.prompt_tokens),

@@ -112,13 +112,10 @@ async def test_the_agent_runs_as_the_images_user(tmp_path: Path) -> None:
         await release(prepared)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="left: Harbor copies /solution in as root and runs solve.sh as the image's USER; "
-    "here the oracle writes /solution through its tool calls as that user, who may not write "
-    "to / (the verifier's side, /tests laid out by root, is done: the test above)",
-)
 async def test_a_task_whose_image_has_a_user_of_its_own_is_graded(tmp_path: Path) -> None:
+    # /solution is put in by root through the engine, as Harbor uploads it, and solve.sh
+    # run as the image's USER (was: written by the oracle's tool calls as that user, who
+    # may not write to /; the oracle's run failed and the task scored 0)
     reward, checks = await _run(_user_task(tmp_path), "oracle")
     assert reward == 1.0, checks
 

@@ -6,6 +6,7 @@ table."""
 from __future__ import annotations
 
 import math
+import posixpath
 import re
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,8 @@ HARBOR_FIELDS = {
     "env": "environment.env",
     "solution_env": "solution.env",
     "healthcheck": "environment.healthcheck",
+    "skills_dir": "environment.skills_dir",
+    "build_timeout_s": "environment.build_timeout_sec",
 }
 """The agentenv task field (dotted) → the Harbor task.toml field it comes from, so that an
 error found in the agentenv task names the field the user wrote."""
@@ -74,7 +77,6 @@ def task_fields(raw: dict[str, Any], folder: Path, spec_file: Path) -> dict[str,
     if metadata.get("category"):
         tags.append(str(metadata["category"]))
     task_env = resolve(env.get("env"), "environment.env", bad)  # Harbor's: every command's
-    _number(env, "build_timeout_sec", "environment", bad)  # accepted, see docs/harbor.md
     fields: dict[str, Any] = {
         "id": re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-._") or "task",
         "description": str(task.get("description") or _first_line(folder / "instruction.md")),
@@ -99,6 +101,8 @@ def task_fields(raw: dict[str, Any], folder: Path, spec_file: Path) -> dict[str,
         "solution_env": resolve(solution.get("env"), "solution.env", bad),
         "healthcheck": _healthcheck(env, bad),
         "multi_step": steps,
+        "skills_dir": _skills_dir(env, workdir, bad),
+        "build_timeout_s": _number(env, "build_timeout_sec", "environment", bad),
     }
     if verifier.get("user") is not None:  # test.sh's user; else the image's, as Harbor
         _user(verifier, "verifier", bad)  # a name or a uid, checked
@@ -133,6 +137,18 @@ def _workdir(env: dict[str, Any], folder: Path, problems: list[Problem], bad: Ba
     except Problems as e:
         problems.extend(e.problems)
         return "/app"
+
+
+def _skills_dir(env: dict[str, Any], workdir: str, bad: Bad) -> str | None:
+    """[environment] skills_dir as an absolute path in the sandbox (a relative one is from
+    the workdir, where Harbor's agents run their commands); named to the model at start."""
+    given = env.get("skills_dir")
+    if given in (None, ""):
+        return None
+    if not isinstance(given, str):
+        bad("environment.skills_dir", f"{given!r} is not a path")
+        return None
+    return posixpath.normpath(posixpath.join(workdir, given))
 
 
 def _user(table: dict[str, Any], where: str, bad: Bad) -> str:

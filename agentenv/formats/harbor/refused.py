@@ -2,9 +2,10 @@
 naming the file and the field: one function per feature, so that lifting a refusal is
 deleting its call in :func:`refusals` once the feature is built.
 
-Two kinds: *not yet* (a subsystem agentenv lacks today: skills, allowlists, ...) and
-*never here* (hardware or an OS these sandboxes cannot give: a GPU, a TPU, Windows
-containers), which say why."""
+Two kinds: *not yet* (a subsystem agentenv lacks today; other modules refuse those
+where they map the field, e.g. a network allowlist in fields.py) and *never here*
+(hardware or an OS these sandboxes cannot give: a GPU, a TPU, Windows containers), which
+say why."""
 
 from __future__ import annotations
 
@@ -23,23 +24,8 @@ NOT_YET = "is not supported by agentenv yet"
 def refusals(raw: dict[str, Any], folder: Path, bad: Bad) -> list[Problem]:
     """Every feature of the Harbor task ``raw`` (its task.toml) in ``folder`` that agentenv
     cannot run: a field's through ``bad``, a file's returned."""
-    env, verifier = _table(raw, "environment"), _table(raw, "verifier")
-    _not_yet(raw, env, verifier, bad)
-    hardware(env, bad)
+    hardware(_table(raw, "environment"), bad)
     return []
-
-
-def _not_yet(raw: dict[str, Any], env: dict[str, Any], verifier: dict[str, Any], bad: Bad) -> None:
-    """The single-container features agentenv lacks today."""
-    given = {
-        "environment.skills_dir": env.get("skills_dir"),
-    }
-    why = {
-        "environment.skills_dir": "skills (skills_dir)",
-    }
-    for field, value in given.items():
-        if value not in (None, [], {}, ""):
-            bad(field, f"{why[field]} {NOT_YET}")
 
 
 def hardware(env: dict[str, Any], bad: Bad) -> None:

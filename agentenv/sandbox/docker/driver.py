@@ -66,7 +66,9 @@ class DockerDriver:
 
     async def resolve_image(self, spec: SandboxSpec) -> str:
         """Local, pulled, or built from the spec's Dockerfile."""
-        return await resolve_image(self.engine, spec.image, spec.dockerfile)
+        return await resolve_image(
+            self.engine, spec.image, spec.dockerfile, build_timeout_s=spec.build_timeout_s
+        )
 
     async def create(self, spec: SandboxSpec, image: str) -> str:
         """A new container (see :func:`_create_container`)."""

@@ -10,15 +10,19 @@ using the mirror from this machine's own apt configuration.
 from __future__ import annotations
 
 import contextlib
+import re
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
 import docker.errors
+import requests
+import urllib3
 
 from agentenv.log import get_logger
 from agentenv.sandbox.docker.engine import Engine
-from agentenv.sandbox.errors import ImageUnavailable
+from agentenv.sandbox.errors import BuildTimedOut, ImageUnavailable
 from agentenv.sandbox.images import (
     BASE_IMAGE,
     BASE_PACKAGES,
@@ -33,8 +37,15 @@ from agentenv.sandbox.images import (
 log = get_logger(__name__)
 
 
-async def resolve_image(engine: Engine, image: str, dockerfile: Path | None = None) -> str:
-    """Make ``image`` present locally and return its name: local, pulled, or built."""
+async def resolve_image(
+    engine: Engine,
+    image: str,
+    dockerfile: Path | None = None,
+    *,
+    build_timeout_s: float | None = None,
+) -> str:
+    """Make ``image`` present locally and return its name: local, pulled, or built (in at
+    most ``build_timeout_s``, else :class:`BuildTimedOut`)."""
     tried = []
     try:
         found = await engine.run(engine.api.inspect_image, image)
@@ -42,7 +53,7 @@ async def resolve_image(engine: Engine, image: str, dockerfile: Path | None = No
             return image
         # built from a Dockerfile whose folder changed since: the image is stale
         log.info("image.stale", image=image, dockerfile=str(dockerfile))
-        await build_from_dockerfile(engine, image, dockerfile)
+        await build_from_dockerfile(engine, image, dockerfile, timeout_s=build_timeout_s)
         with contextlib.suppress(docker.errors.APIError):  # still in use: leave it be
             await engine.run(engine.api.remove_image, found["Id"])
         return image
@@ -56,7 +67,7 @@ async def resolve_image(engine: Engine, image: str, dockerfile: Path | None = No
     except docker.errors.DockerException as e:
         tried.append(f"pull failed ({_first_line(e)})")
     if dockerfile is not None:
-        await build_from_dockerfile(engine, image, dockerfile)
+        await build_from_dockerfile(engine, image, dockerfile, timeout_s=build_timeout_s)
         return image
     tried.append("no Dockerfile given to build it from")
     hint = ""
@@ -69,8 +80,11 @@ def _labels(image: dict[str, Any]) -> dict[str, str]:
     return (image.get("Config") or {}).get("Labels") or {}
 
 
-async def build_from_dockerfile(engine: Engine, tag: str, dockerfile: Path) -> None:
-    """``docker build`` with the Dockerfile's folder as context; never pulls a newer base."""
+async def build_from_dockerfile(
+    engine: Engine, tag: str, dockerfile: Path, *, timeout_s: float | None = None
+) -> None:
+    """``docker build`` with the Dockerfile's folder as context; never pulls a newer base;
+    stopped past ``timeout_s``."""
     dockerfile = Path(dockerfile).resolve()
     if not dockerfile.is_file():
         raise ImageUnavailable(f"cannot build {tag!r}: Dockerfile {dockerfile} does not exist")
@@ -78,6 +92,7 @@ async def build_from_dockerfile(engine: Engine, tag: str, dockerfile: Path) -> N
     await build_image(
         engine,
         f"building {tag!r} from {dockerfile} failed",
+        timeout_s=timeout_s,
         path=str(dockerfile.parent),
         dockerfile=dockerfile.name,
         tag=tag,
@@ -85,17 +100,66 @@ async def build_from_dockerfile(engine: Engine, tag: str, dockerfile: Path) -> N
     )
 
 
-async def build_image(engine: Engine, failed: str, **build: Any) -> None:
+async def build_image(
+    engine: Engine, failed: str, *, timeout_s: float | None = None, **build: Any
+) -> None:
     """``docker build`` with ``build``'s arguments, never pulling a newer base; a failure
-    is :class:`ImageUnavailable` opening with ``failed`` and ending with the build log's tail."""
+    is :class:`ImageUnavailable` opening with ``failed`` and ending with the build log's tail.
+    Past ``timeout_s`` the build is stopped (its stream closed: the engine then cancels it)
+    and :class:`BuildTimedOut` raised."""
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+
+    def run() -> None:
+        # the low-level stream, read here: the high-level build reads it to its end, and
+        # a build that outlives its deadline must be let go of. The deadline is checked at
+        # each line of output; the socket's read timeout (the whole allowance) bounds a
+        # step that prints nothing (``RUN sleep``), so a build is stopped at most twice its
+        # allowance after it started.
+        stream = engine.api.build(
+            pull=False, rm=True, forcerm=True, decode=True, timeout=timeout_s, **build
+        )
+        events: list[dict[str, Any]] = []
+        built = False
+        try:
+            for chunk in stream:
+                if "error" in chunk:
+                    raise docker.errors.BuildError(str(chunk["error"]), [*events, chunk])
+                line = str(chunk.get("stream", ""))
+                events.append(chunk)
+                built = built or bool(_BUILT.search(line.strip()))
+                if deadline is not None and time.monotonic() > deadline:
+                    raise _Late()
+        finally:
+            stream.close()  # drops the response, so the engine's connection closes
+        if not built:
+            raise docker.errors.BuildError("no image came out of the build", events)
+
     try:
-        await engine.run(engine.client.images.build, pull=False, rm=True, forcerm=True, **build)
+        await engine.run(run)
+    except (_Late, requests.exceptions.ConnectionError, urllib3.exceptions.HTTPError) as e:
+        # a read of the raw stream that timed out is urllib3's ReadTimeoutError
+        if deadline is None or time.monotonic() < deadline - 0.5 or not _timed_out(e):
+            raise ImageUnavailable(f"{failed}: {e}") from e
+        raise BuildTimedOut(
+            f"{failed}: stopped after {timeout_s:g} s (its build timeout)", timeout_s
+        ) from e
     except docker.errors.BuildError as e:
         lines = [str(c.get("stream", c.get("error", ""))).rstrip() for c in e.build_log]
         tail = "\n".join(line for line in lines if line)[-2000:]
         raise ImageUnavailable(f"{failed}: {e.msg}\n{tail}") from e
     except docker.errors.APIError as e:
         raise ImageUnavailable(f"{failed}: {e}") from e
+
+
+_BUILT = re.compile(r"(^Successfully built |sha256:)([0-9a-f]+)$")
+
+
+class _Late(Exception):
+    """The build went on past its deadline (raised in the reading thread)."""
+
+
+def _timed_out(e: BaseException) -> bool:
+    return isinstance(e, _Late) or "timed out" in str(e).lower()
 
 
 def _first_line(e: BaseException) -> str:

@@ -63,7 +63,9 @@ class PodmanDriver:
 
     async def resolve_image(self, spec: SandboxSpec) -> str:
         """Present, or built from the spec's Dockerfile; never pulled."""
-        return await resolve_image(spec.image, spec.dockerfile)
+        return await resolve_image(
+            spec.image, spec.dockerfile, build_timeout_s=spec.build_timeout_s
+        )
 
     async def create(self, spec: SandboxSpec, image: str) -> str:
         """``podman create`` (see :func:`_create_args`)."""

@@ -10,10 +10,18 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+import anyio
+
 from agentenv.log import get_logger
 from agentenv.sandbox import images as shared
-from agentenv.sandbox.errors import ImageUnavailable, SandboxError
-from agentenv.sandbox.podman.cli import NoSuchObject, podman, podman_path, podman_sync
+from agentenv.sandbox.errors import BuildTimedOut, ImageUnavailable, SandboxError
+from agentenv.sandbox.podman.cli import (
+    NoSuchObject,
+    podman,
+    podman_cwd,
+    podman_path,
+    podman_sync,
+)
 
 log = get_logger(__name__)
 
@@ -28,8 +36,12 @@ async def _labels(image: str) -> dict[str, str] | None:
     return dict(info.get("Labels") or (info.get("Config") or {}).get("Labels") or {})
 
 
-async def resolve_image(image: str, dockerfile: Path | None = None) -> str:
-    """Make ``image`` present and return its name: present, or built from ``dockerfile``."""
+async def resolve_image(
+    image: str, dockerfile: Path | None = None, *, build_timeout_s: float | None = None
+) -> str:
+    """Make ``image`` present and return its name: present, or built from ``dockerfile``
+    (in at most ``build_timeout_s``: past it ``podman build`` is killed and
+    :class:`BuildTimedOut` raised)."""
     labels = await _labels(image)
     if labels is not None and (
         dockerfile is None or labels.get(shared.CONTEXT_LABEL) == shared.context_digest(dockerfile)
@@ -46,15 +58,51 @@ async def resolve_image(image: str, dockerfile: Path | None = None) -> str:
     if not dockerfile.is_file():
         raise ImageUnavailable(f"cannot build {image!r}: Dockerfile {dockerfile} does not exist")
     log.info("image.build", image=image, dockerfile=str(dockerfile))
+    failed = f"building {image!r} from {dockerfile} failed"
+    args = (
+        "build", "--pull=never", "--quiet", "--tag", image,
+        "--label", f"{shared.CONTEXT_LABEL}={shared.context_digest(dockerfile)}",
+        "--file", str(dockerfile), str(dockerfile.parent),
+    )  # fmt: skip
     try:
-        await podman(
-            "build", "--pull=never", "--quiet", "--tag", image,
-            "--label", f"{shared.CONTEXT_LABEL}={shared.context_digest(dockerfile)}",
-            "--file", str(dockerfile), str(dockerfile.parent),
-        )  # fmt: skip
+        if build_timeout_s is None:
+            await podman(*args)
+        else:
+            await _build_within(args, build_timeout_s)
+    except TimeoutError as e:
+        stopped = f"{failed}: stopped after {build_timeout_s:g} s (its build timeout)"
+        raise BuildTimedOut(stopped, build_timeout_s) from e
     except SandboxError as e:
-        raise ImageUnavailable(f"building {image!r} from {dockerfile} failed: {e}") from e
+        raise ImageUnavailable(f"{failed}: {e}") from e
     return image
+
+
+async def _build_within(args: tuple[str, ...], timeout_s: float) -> None:
+    """``podman ARGS`` (a build) stopped past ``timeout_s`` (:class:`TimeoutError`). Podman
+    has no daemon to cancel it, and a killed ``podman build`` leaves its RUN step running:
+    it is sent SIGTERM, on which it removes its build container, and killed only if it has
+    not gone ``_STOP_GRACE_S`` later."""
+    with tempfile.TemporaryFile() as err:  # a file, not a pipe: no reader needed to drain it
+        process = await anyio.open_process(
+            [podman_path(), *args], cwd=podman_cwd(), stdout=subprocess.DEVNULL, stderr=err
+        )
+        with anyio.move_on_after(timeout_s) as waited:
+            await process.wait()
+        if waited.cancelled_caught:
+            process.terminate()
+            with anyio.move_on_after(_STOP_GRACE_S):
+                await process.wait()
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
+            raise TimeoutError
+        if process.returncode != 0:
+            err.seek(0)
+            said = err.read().decode(errors="replace").strip()[-2000:]
+            raise SandboxError(f"podman build failed (exit {process.returncode}): {said}")
+
+
+_STOP_GRACE_S = 10.0
 
 
 def base_image_state() -> tuple[bool, str]:
