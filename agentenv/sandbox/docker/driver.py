@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 from typing import IO, Any
 
+import anyio
 import docker.errors
 import docker.types
 
@@ -17,6 +18,7 @@ from agentenv.sandbox.docker.direct import DockerExec
 from agentenv.sandbox.docker.engine import Engine
 from agentenv.sandbox.docker.images import resolve_image
 from agentenv.sandbox.docker.stream import DockerStream
+from agentenv.sandbox.egress import GATEWAYS, Gateway
 from agentenv.sandbox.errors import ArchiveTooLarge, SandboxError
 from agentenv.sandbox.files import tmpfs_owner
 from agentenv.sandbox.labels import labels_for
@@ -69,8 +71,19 @@ class DockerDriver:
         return await resolve_image(self.engine, spec.image, spec.dockerfile)
 
     async def create(self, spec: SandboxSpec, image: str) -> str:
-        """A new container (see :func:`_create_container`)."""
-        return await _create_container(self.engine, spec, image)
+        """A new container (see :func:`_create_container`); with network ``allowlist``, on
+        the internal network of a new :class:`~agentenv.sandbox.egress.Gateway`."""
+        if spec.network != "allowlist":
+            return await _create_container(self.engine, spec, image)
+        gateway = await Gateway.start(self.engine, spec)
+        try:
+            container_id = await _create_container(self.engine, gateway.sandbox_spec(), image)
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await gateway.remove()
+            raise
+        GATEWAYS[container_id] = gateway
+        return container_id
 
     async def start(self, container_id: str, spec: SandboxSpec, image: str) -> None:
         """Start it (the engine makes the workdir and owns the tmpfs volumes)."""
@@ -172,6 +185,9 @@ class DockerDriver:
             await self.engine.run(
                 self.engine.api.remove_container, container_id, force=True, v=True
             )
+        gateway = GATEWAYS.pop(container_id, None)
+        if gateway is not None:  # after the sandbox: a network with members cannot go
+            await gateway.remove()
 
 
 async def _create_container(engine: Engine, spec: SandboxSpec, image: str) -> str:
