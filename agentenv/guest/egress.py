@@ -30,6 +30,7 @@ READY = "agentenv-egress-ready"
 PORT = 3128
 _HEAD_MAX = 65536
 _IDLE_S = 600.0
+_BAD = "%r is not a hostname, '*.suffix', IP address or CIDR (no URLs, ports or paths)"
 _LABEL = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 
 
@@ -43,8 +44,7 @@ def normalize(entry: str) -> str:
         try:
             return ipaddress.ip_network(host, strict=True).compressed
         except ValueError:
-            why = "%r is not an IP CIDR range (URLs and paths are not entries)" % entry
-            raise ValueError(why) from None
+            raise ValueError(_BAD % entry) from None
     try:
         return ipaddress.ip_address(host).compressed
     except ValueError:
@@ -53,10 +53,7 @@ def normalize(entry: str) -> str:
     labels = name.split(".")
     ok = all(_LABEL.match(label) for label in labels)
     if not name or not ok:
-        raise ValueError(
-            "%r is not a hostname, '*.suffix', IP address or CIDR (no ports, paths or "
-            "wildcards elsewhere)" % entry
-        )
+        raise ValueError(_BAD % entry)
     return host
 
 

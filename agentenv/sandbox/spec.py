@@ -133,7 +133,7 @@ class SandboxSpec(BaseModel):
     allowed_hosts: tuple[str, ...] = Field(
         (),
         description="with network 'allowlist': hostnames, '*.suffix' wildcards, IPs and CIDRs "
-        "the sandbox may reach (agentenv/sandbox/egress.py)",
+        "the sandbox may reach (agentenv/sandbox/docker/egress.py)",
     )
     env: dict[str, str] = Field(default_factory=dict)
     workdir: str = Field("/workspace", description="absolute; commands start here")

@@ -77,5 +77,5 @@ def test_spec_checks_entries_and_wants_the_allowlist_network() -> None:
     assert spec.allowed_hosts == ("example.com",)
     with pytest.raises(ValueError, match="needs network 'allowlist'"):
         SandboxSpec(network="bridge", allowed_hosts=["example.com"])
-    with pytest.raises(ValueError, match="URLs and paths are not entries"):
+    with pytest.raises(ValueError, match="is not a hostname"):
         SandboxSpec(network="allowlist", allowed_hosts=["http://example.com"])

@@ -16,7 +16,7 @@ import pytest
 
 from agentenv.sandbox import Sandbox, SandboxSpec, create
 from agentenv.sandbox.docker import get_engine
-from agentenv.sandbox.egress import OUTSIDE_OPTION
+from agentenv.sandbox.docker.egress import OUTSIDE_OPTION
 from agentenv.sandbox.images import BASE_IMAGE
 from agentenv.sandbox.labels import labels_for
 

@@ -15,10 +15,10 @@ from agentenv.sandbox.channel import EXECUTOR_ARGV, ByteStream
 from agentenv.sandbox.container.config import main_process, sandbox_labels
 from agentenv.sandbox.container.driver import Explain, Pacer
 from agentenv.sandbox.docker.direct import DockerExec
+from agentenv.sandbox.docker.egress import GATEWAYS, Gateway
 from agentenv.sandbox.docker.engine import Engine
 from agentenv.sandbox.docker.images import resolve_image
 from agentenv.sandbox.docker.stream import DockerStream
-from agentenv.sandbox.egress import GATEWAYS, Gateway
 from agentenv.sandbox.errors import ArchiveTooLarge, SandboxError
 from agentenv.sandbox.files import tmpfs_owner
 from agentenv.sandbox.labels import labels_for
@@ -72,7 +72,7 @@ class DockerDriver:
 
     async def create(self, spec: SandboxSpec, image: str) -> str:
         """A new container (see :func:`_create_container`); with network ``allowlist``, on
-        the internal network of a new :class:`~agentenv.sandbox.egress.Gateway`."""
+        the internal network of a new :class:`~agentenv.sandbox.docker.egress.Gateway`."""
         if spec.network != "allowlist":
             return await _create_container(self.engine, spec, image)
         gateway = await Gateway.start(self.engine, spec)

@@ -69,6 +69,14 @@ class HarborCheck(CheckBase):
     artifacts: list[HarborArtifact] = Field(
         [], description="copied from the agent's final state into a `separate` verifier"
     )
+    network: Literal["none", "bridge", "allowlist"] | None = Field(
+        None,
+        description="the verifier's own network in a sandbox of its own (`final`, "
+        "`separate`; Harbor's `[verifier] network_mode`); the task's when unset",
+    )
+    allowed_hosts: list[str] = Field(
+        [], description="with `network = 'allowlist'`: what the verifier may reach"
+    )
     on_system_change: Literal["review", "zero"] = Field(
         "review",
         description="what a change of system files (binaries, interpreters, ld.so.preload, "
