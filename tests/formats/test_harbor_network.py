@@ -86,18 +86,37 @@ open("/app/out.txt", "w").write("hello\\n" if ok else "%s %s\\n" % (seen, direct
 EOF
 """
 TEST = """\
-# the verifier's own policy (no-network): only the loopback, no gateway
+# the verifier's own policy: no-network (only the loopback) or public (a route, and no
+# proxy variable left over from the agent's sandbox it was made from)
 routes=$(tail -n +2 /proc/net/route)
-if [ "$(cat /app/out.txt)" = hello ] && [ -z "$routes" ]; then r=1; else r=0; fi
+if [ "$WANT" = none ]; then [ -z "$routes" ]; else [ -n "$routes" ] && [ -z "$https_proxy" ]; fi
+mine=$?
+if [ "$(cat /app/out.txt)" = hello ] && [ $mine = 0 ]; then r=1; else r=0; fi
 echo $r > /logs/verifier/reward.txt
 """
 
 
 @pytest.mark.anyio
-async def test_a_harbor_task_with_an_allowlist_runs(tmp_path: Path) -> None:
+@pytest.mark.parametrize("verifier", ["no-network", "public"])
+async def test_a_harbor_task_with_an_allowlist_runs(tmp_path: Path, verifier: str) -> None:
     """The oracle, under the agent's allowlist, is refused by the gateway for a host not on
-    it and has no route around it; the verifier runs in its own no-network sandbox."""
-    toml = _toml(agent=ALLOW, verifier='network_mode = "no-network"\n')
+    it and has no route around it; the verifier runs in a sandbox of its own policy (made
+    from the agent's final filesystem, without its proxy variables: a public verifier that
+    kept them would download through a gateway that is gone)."""
+    want = "none" if verifier == "no-network" else "bridge"
+    own, env = f'network_mode = "{verifier}"\n', f'[environment.env]\nWANT = "{want}"\n'
+    toml = _toml(agent=ALLOW, verifier=own, environment=env)
     folder = harbor_task(tmp_path, "allow", test=textwrap.dedent(TEST), solve=SOLVE, toml=toml)
     assert (await _run(folder, "oracle", backend="docker"))[0] == 1.0
-    assert (await _run(folder, "null", backend="docker"))[0] == 0.0
+    if verifier == "public":
+        assert (await _run(folder, "null", backend="docker"))[0] == 0.0
+
+
+@pytest.mark.no_docker
+def test_a_compose_environment_refuses_an_allowlist(tmp_path: Path) -> None:
+    folder = harbor_task(tmp_path, "c", test="true\n", toml=_toml(agent=ALLOW))
+    (folder / "environment" / "docker-compose.yaml").write_text(
+        "services:\n  main:\n    build: .\n  db:\n    image: agentenv/base:bookworm\n"
+    )
+    with pytest.raises(TaskError, match="a network allowlist for a compose environment"):
+        load_task(folder)

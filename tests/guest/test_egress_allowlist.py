@@ -79,3 +79,12 @@ def test_spec_checks_entries_and_wants_the_allowlist_network() -> None:
         SandboxSpec(network="bridge", allowed_hosts=["example.com"])
     with pytest.raises(ValueError, match="is not a hostname"):
         SandboxSpec(network="allowlist", allowed_hosts=["http://example.com"])
+
+
+def test_podman_refuses_an_allowlist_by_name() -> None:
+    from agentenv.sandbox.errors import SandboxError
+    from agentenv.sandbox.podman.driver import _create_args
+
+    spec = SandboxSpec(backend="podman", network="allowlist", allowed_hosts=["example.com"])
+    with pytest.raises(SandboxError, match="allowlist needs the docker backend"):
+        _create_args(spec, "img")

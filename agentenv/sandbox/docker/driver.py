@@ -15,7 +15,7 @@ from agentenv.sandbox.channel import EXECUTOR_ARGV, ByteStream
 from agentenv.sandbox.container.config import main_process, sandbox_labels
 from agentenv.sandbox.container.driver import Explain, Pacer
 from agentenv.sandbox.docker.direct import DockerExec
-from agentenv.sandbox.docker.egress import GATEWAYS, Gateway
+from agentenv.sandbox.docker.egress import GATEWAYS, Gateway, proxy_env
 from agentenv.sandbox.docker.engine import Engine
 from agentenv.sandbox.docker.images import resolve_image
 from agentenv.sandbox.docker.stream import DockerStream
@@ -162,12 +162,15 @@ class DockerDriver:
     ) -> str:
         """``docker commit``."""
         repository, _, tag = name.rpartition(":")
+        conf: dict[str, Any] = {"Labels": labels}
+        if container_id in GATEWAYS:  # its proxy variables name a gateway that goes with it:
+            conf["Env"] = [f"{k}=" for k in proxy_env("")]  # blanked (a key given wins)
         result = await self.engine.run(
             self.engine.api.commit,
             container_id,
             repository=repository,
             tag=tag,
-            conf={"Labels": labels},
+            conf=conf,
             pause=pause,
         )
         return str(result["Id"])
