@@ -59,13 +59,18 @@ def test_an_allowed_name_cannot_lead_to_the_gateway_or_the_metadata_service(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The attack: a wildcard-allowed name whose DNS answer is loopback (the gateway's own
-    ports), link-local (cloud metadata) or the sandbox's side of the gateway."""
+    ports), link-local (cloud metadata), the sandbox's side of the gateway or the host."""
     _dns(
         monkeypatch,
-        {"a.evil.test": "127.0.0.1", "b.evil.test": "169.254.169.254", "c.evil.test": "10.9.0.3"},
+        {
+            "a.evil.test": "127.0.0.1",
+            "b.evil.test": "169.254.169.254",
+            "c.evil.test": "10.9.0.3",
+            "d.evil.test": "172.17.0.1",  # the host, on the gateway's outside network
+        },
     )
-    allow = egress.Allowlist(["*.evil.test"], inside=["10.9.0.0/24"])
-    for name in ("a.evil.test", "b.evil.test", "c.evil.test"):
+    allow = egress.Allowlist(["*.evil.test"], inside=["10.9.0.0/24", "172.17.0.1"])
+    for name in ("a.evil.test", "b.evil.test", "c.evil.test", "d.evil.test"):
         address, why = allow.resolve(name, 80)
         assert address is None and "not on the task's network allowlist" in why
     listed = egress.Allowlist(["*.evil.test", "169.254.169.254"])

@@ -162,6 +162,10 @@ async def test_gateway_is_unprivileged_and_goes_with_the_sandbox(servers: dict[s
         assert config["Config"]["User"] == "65534:65534"
         assert json.loads(json.dumps(config["Config"]["Labels"]))["agentenv.owner"]
         assert (await engine.run(api.inspect_network, network))["Internal"] is True
+        env = dict(e.split("=", 1) for e in config["Config"]["Env"])
+        outside = await engine.run(api.inspect_network, servers["network"])
+        host = outside["IPAM"]["Config"][0]["Gateway"]
+        assert host in json.loads(env["AGENTENV_EGRESS"])["inside"]  # no name leads there
     left = await engine.run(
         api.containers, all=True, filters={"label": f"agentenv.egress={network}"}
     )

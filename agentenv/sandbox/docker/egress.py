@@ -49,6 +49,12 @@ def proxy_env(url: str) -> dict[str, str]:
     return env
 
 
+async def _ipam(engine: Engine, network: str) -> list[dict[str, str]]:
+    """The address ranges (``Subnet``, ``Gateway``) of ``network``."""
+    info = await engine.run(engine.api.inspect_network, network)
+    return list((info.get("IPAM") or {}).get("Config") or [])
+
+
 class Gateway:
     """The internal network and the proxy container of one allowlisted sandbox."""
 
@@ -88,10 +94,12 @@ class Gateway:
             api.create_network, name, driver="bridge", internal=True, labels=labels, options=options
         )
         self.network = str(made["Id"])
-        info = await run(api.inspect_network, self.network)
-        inside = [
-            c["Subnet"] for c in (info.get("IPAM") or {}).get("Config") or [] if "Subnet" in c
-        ]
+        outside = self.spec.options.get(OUTSIDE_OPTION, "bridge")
+        # never reached by a name (only by an IP/CIDR entry): the sandbox's own side, and
+        # the host's address on the outside network (a wildcard name such as
+        # 172-17-0-1.some-dns-service.test would otherwise lead to the host's services)
+        inside = [c["Subnet"] for c in await _ipam(self.engine, self.network) if "Subnet" in c]
+        inside += [c["Gateway"] for c in await _ipam(self.engine, outside) if "Gateway" in c]
         config = {"allow": list(self.spec.allowed_hosts or []), "inside": inside}
         host_config = api.create_host_config(
             network_mode=name,
@@ -113,7 +121,6 @@ class Gateway:
             use_config_proxy=False,
         )
         self.container = str(created["Id"])
-        outside = self.spec.options.get(OUTSIDE_OPTION, "bridge")
         await run(api.connect_container_to_network, self.container, outside)
         await run(api.start, self.container)
         state = await run(api.inspect_container, self.container)
