@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from agentenv.errors import TaskError
-from agentenv.tasks import load_task
+from agentenv.tasks import Task, load_task
 from agentenv.verify.kinds.harbor import HarborCheck
 from tests.formats.test_harbor import TOML, _run, harbor_task
 
@@ -23,7 +23,7 @@ def _toml(agent: str = "", verifier: str = "", environment: str = "") -> str:
     return toml.replace("[verifier]\n", "[verifier]\n" + verifier)
 
 
-def _load(tmp_path: Path, toml: str, name: str = "t") -> tuple[object, HarborCheck]:
+def _load(tmp_path: Path, toml: str, name: str = "t") -> tuple[Task, HarborCheck]:
     task = load_task(harbor_task(tmp_path, name, test="true\n", toml=toml))
     assert isinstance(task.verifier, HarborCheck)
     return task, task.verifier
@@ -120,3 +120,15 @@ def test_a_compose_environment_refuses_an_allowlist(tmp_path: Path) -> None:
     )
     with pytest.raises(TaskError, match="a network allowlist for a compose environment"):
         load_task(folder)
+
+
+@pytest.mark.no_docker
+def test_a_public_phase_needs_the_internet_an_allowlist_does_not(tmp_path: Path) -> None:
+    """A public verifier on a host without the internet is the ``no_internet`` outcome, as
+    a public agent is; an allowlist is not (an allowed host that does not answer is the
+    task's to meet)."""
+    from agentenv.eval.online import needs_internet
+
+    public_verifier, _ = _load(tmp_path, _toml(verifier='network_mode = "public"\n'), "v")
+    allowlisted, _ = _load(tmp_path, _toml(agent=ALLOW), "a")
+    assert needs_internet(public_verifier) and not needs_internet(allowlisted)
