@@ -132,3 +132,18 @@ def test_a_public_phase_needs_the_internet_an_allowlist_does_not(tmp_path: Path)
     public_verifier, _ = _load(tmp_path, _toml(verifier='network_mode = "public"\n'), "v")
     allowlisted, _ = _load(tmp_path, _toml(agent=ALLOW), "a")
     assert needs_internet(public_verifier) and not needs_internet(allowlisted)
+
+
+@pytest.mark.no_docker
+def test_a_real_task_shape_loads(tmp_path: Path) -> None:
+    """The phases as a published task set writes them (an agent allowed its vendor's
+    hosts, a verifier without network, a public baseline for the environment)."""
+    toml = _toml(
+        agent='network_mode = "allowlist"\n'
+        'allowed_hosts = ["vendor.test", "*.vendor.test", "*.vendor.sh", "dl.vendor.test"]\n',
+        verifier='network_mode = "no-network"\n',
+        environment='network_mode = "public"\n',
+    )
+    task, check = _load(tmp_path, toml)
+    assert task.network == "allowlist" and len(task.allowed_hosts) == 4
+    assert (check.mode, check.network) == ("final", "none")
