@@ -33,7 +33,7 @@ from agentenv.agent.tools import DEFAULT_TOOLS, Tool, tools_named
 from agentenv.agent.trajectory import Limits
 from agentenv.errors import TaskError
 from agentenv.sandbox.images import BASE_IMAGE
-from agentenv.sandbox.spec import parse_size
+from agentenv.sandbox.spec import SandboxSpec, parse_size
 from agentenv.verify import AGENT_USER, Check
 
 _SIZE_SCHEMA = {
@@ -127,7 +127,10 @@ class Task(BaseModel):
     # "final": from an image of the agent's whole final filesystem (trusts what it touched)
     verify_in: Literal["prepared", "final", "agent"] = "prepared"
     # where the agent runs: no network unless the task asks; its CPU and memory
-    network: Literal["none", "bridge"] = "none"
+    network: Literal["none", "bridge", "allowlist"] = "none"
+    # with network "allowlist": the hosts (names, *.suffix, IPs, CIDRs) it may reach, through
+    # a gateway outside the sandbox (agentenv/sandbox/docker/egress.py; Docker only)
+    allowed_hosts: list[str] = []
     cpus: float = Field(1.0, gt=0, le=64)
     memory: int = 4 << 30
     # the environment of the agent's commands (Harbor's [environment.env]); the oracle's
@@ -160,6 +163,11 @@ class Task(BaseModel):
         if len(set(names)) != len(names):
             raise ValueError(f"mcp_servers: two servers share a name: {names}")
         return self
+
+    @field_validator("allowed_hosts")
+    @classmethod
+    def _allowed_hosts(cls, value: list[str]) -> list[str]:
+        return list(SandboxSpec(network="allowlist", allowed_hosts=value).allowed_hosts)
 
     @field_validator("disk", mode="before")
     @classmethod
@@ -256,6 +264,7 @@ def task_digest(task: Task) -> str:
     fresh: dict[str, object] = {
         "tools": None,
         "network": "none",
+        "allowed_hosts": [],
         "cpus": 1.0,
         "memory": 4 << 30,
         "env": {},

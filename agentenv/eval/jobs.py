@@ -29,7 +29,7 @@ from agentenv import scratch
 from agentenv.agent.loop import Trajectory
 from agentenv.archive import Archive
 from agentenv.errors import JobStopped
-from agentenv.eval.online import no_internet_reason, unreachable
+from agentenv.eval.online import needs_internet, no_internet_reason, unreachable
 from agentenv.eval.summary import Row, summarize
 from agentenv.formats import RefusedTask, load_runnable
 from agentenv.log import get_logger
@@ -194,7 +194,7 @@ async def run_eval(
     this_run = f"{run_id()}.{uuid.uuid4().hex[:6]}"
     progress.collected = await anyio.to_thread.run_sync(collect_leftovers, out, settings.backend)
     # asked once, and only when a task to run asks for the internet
-    wants = any(t.network == "bridge" for t, _ in todo)
+    wants = any(needs_internet(t) for t, _ in todo)
     offline = await anyio.to_thread.run_sync(unreachable) if wants else []
     log.info("eval.start", tasks=len(tasks), samples=samples, done=len(done), todo=len(todo))
 
@@ -270,7 +270,7 @@ class _JobRun:
     async def episode(self, task: Task, sample: int) -> None:
         """Run one episode when the limiter and the budget admit it, and record its result."""
         progress = self.progress
-        if task.network == "bridge" and self.offline:
+        if needs_internet(task) and self.offline:
             # no sandbox: its verdict would be the missing internet's, not the agent's
             result = EpisodeResult(
                 task_id=task.id, sample=sample, outcome="no_internet",

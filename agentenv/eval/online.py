@@ -18,6 +18,10 @@ from __future__ import annotations
 
 import os
 import socket
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agentenv.tasks import Task
 
 PROBES = (("pypi.org", 443), ("github.com", 443), ("deb.debian.org", 443))
 """Where the probe knocks: hosts a task's setup most often downloads from; all must answer."""
@@ -42,6 +46,14 @@ def unreachable(timeout_s: float = 3.0) -> list[str]:
         except OSError:
             missing.append(host)
     return missing
+
+
+def needs_internet(task: Task) -> bool:
+    """Whether ``task`` (a :class:`~agentenv.tasks.Task`) asks for the internet: its agent's
+    network, or its verifier's own (Harbor's ``[verifier] network_mode = "public"``). An
+    allowlist does not: an allowed host that does not answer is the task's to meet."""
+    own = getattr(task.verifier, "network", None)
+    return bool(task.network == "bridge" or own == "bridge")
 
 
 def no_internet_reason(task_id: str, missing: list[str]) -> str:

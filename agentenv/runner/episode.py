@@ -154,6 +154,7 @@ def agent_spec(prepared: Prepared, *, outlive_owner: bool = False) -> SandboxSpe
         read_only=task.read_only and not root,
         disk=task.disk,
         network=task.network,
+        allowed_hosts=task.allowed_hosts,
         cpus=task.cpus,
         memory=task.memory,
         env={**({} if root else {"HOME": "/tmp"}), **task.env},  # the task's: Harbor's

@@ -62,7 +62,9 @@ def verifier_spec(prepared: Prepared, image: str) -> SandboxSpec:
     """A Harbor verifier's sandbox: as the agent's (root, writable, the task's network,
     CPUs and memory; the image's ENTRYPOINT run as in Harbor, so a service it starts is up
     for test.sh), from ``image``."""
-    task = prepared.task
+    task, check = prepared.task, prepared.task.verifier
+    # the verifier's own network where the task gives it one (Harbor's [verifier] network_mode)
+    own = check if isinstance(check, HarborCheck) and check.network is not None else None
     return SandboxSpec(
         backend=prepared.backend,
         image=image,
@@ -73,7 +75,8 @@ def verifier_spec(prepared: Prepared, image: str) -> SandboxSpec:
         cap_add=CHECKER_CAPS,
         read_only=False,
         disk=task.disk,
-        network=task.network,
+        network=own.network if own and own.network else task.network,
+        allowed_hosts=own.allowed_hosts if own else task.allowed_hosts,
         cpus=task.cpus,
         memory=task.memory,
         image_entrypoint=task.image_entrypoint,

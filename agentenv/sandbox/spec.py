@@ -7,8 +7,9 @@ import re
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from agentenv.guest import egress
 from agentenv.sandbox.labels import RESERVED_PREFIX
 
 DEFAULT_IMAGE = "agentenv/base:bookworm"
@@ -127,7 +128,16 @@ class SandboxSpec(BaseModel):
     )
     memory: int = Field(4 << 30, description="memory limit in bytes (accepts '512m', '4g')")
     pids_limit: int = Field(1024, ge=8, le=1 << 22, description="max processes and threads")
-    network: str = Field("none", description="'none' (default), 'bridge' or a network name")
+    network: str = Field(
+        "none",
+        description="'none' (default), 'bridge', 'allowlist' (only ``allowed_hosts``, through "
+        "a gateway outside the sandbox; Docker) or a network name",
+    )
+    allowed_hosts: tuple[str, ...] = Field(
+        (),
+        description="with network 'allowlist': hostnames, '*.suffix' wildcards, IPs and CIDRs "
+        "the sandbox may reach (agentenv/sandbox/docker/egress.py)",
+    )
     env: dict[str, str] = Field(default_factory=dict)
     workdir: str = Field("/workspace", description="absolute; commands start here")
     user: str | None = Field(None, description="user[:group] to run as; image default if unset")
@@ -224,6 +234,20 @@ class SandboxSpec(BaseModel):
         if value.startswith("container:"):
             raise ValueError("network 'container:...' would share another container's network")
         return value
+
+    @field_validator("allowed_hosts", mode="before")
+    @classmethod
+    def _allowed_hosts(cls, value: object) -> tuple[str, ...]:
+        if isinstance(value, str):
+            value = (value,)
+        entries = [egress.normalize(str(v)) for v in value]  # type: ignore[attr-defined]
+        return tuple(dict.fromkeys(entries))
+
+    @model_validator(mode="after")
+    def _allowlist(self) -> SandboxSpec:
+        if self.allowed_hosts and self.network != "allowlist":
+            raise ValueError("allowed_hosts needs network 'allowlist'")
+        return self
 
     @field_validator("cap_add", mode="before")
     @classmethod

@@ -60,11 +60,15 @@ REFUSALS = {
     '[[environment.mcp_servers]]\nname = "m"\nurl = "http://m/mcp"\n': (
         "environment.mcp_servers[0].url: http://m/mcp: agentenv reaches MCP servers only at"
     ),
-    '[environment]\nnetwork_mode = "allowlist"\nallowed_hosts = ["pypi.org"]\n': (
-        "environment.allowed_hosts: a network allowlist"
+    '[environment]\nallowed_hosts = ["pypi.org"]\n': (
+        "environment.allowed_hosts: is only valid with network_mode = 'allowlist'"
     ),
-    '[agent]\nnetwork_mode = "allowlist"\n': "agent.network_mode: a network allowlist",
-    '[verifier]\nnetwork_mode = "public"\n': "verifier.network_mode: 'public' differs",
+    '[agent]\nnetwork_mode = "allowlist"\nallowed_hosts = ["https://pypi.org"]\n': (
+        "agent.allowed_hosts[0]: 'https://pypi.org' is not a hostname"
+    ),
+    '[verifier]\nenvironment_mode = "shared"\nnetwork_mode = "public"\n': (
+        "verifier.network_mode: 'public' differs"
+    ),
     '[verifier]\nenvironment_mode = "fresh"\n': "verifier.environment_mode: 'fresh' is not",
     "[verifier.environment]\ncpus = 1\n": "verifier.environment.cpus: a separate verifier's cpus",
     '[[artifacts]]\nsource = "/w"\ndestination = "../w"\n': "artifacts[0].destination: '../w'",

@@ -16,6 +16,7 @@ from agentenv.formats.harbor import dockerfile as dockerfiles
 from agentenv.formats.harbor.compose import compose_fields
 from agentenv.formats.harbor.envvars import resolve
 from agentenv.formats.harbor.mcp import mcp_fields
+from agentenv.formats.harbor.network import network_fields
 from agentenv.formats.harbor.refused import Bad, refusals
 from agentenv.formats.harbor.schema import SCHEMA_VERSIONS, unknown_keys
 from agentenv.formats.harbor.steps import has_steps, step_fields
@@ -24,7 +25,6 @@ from agentenv.problems import Problem, Problems
 from agentenv.sandbox.spec import parse_size
 
 _MIB = 1 << 20
-_NETWORK_MODES = ("public", "no-network", "allowlist")
 
 HARBOR_FIELDS = {
     "cpus": "environment.cpus",
@@ -77,6 +77,9 @@ def task_fields(raw: dict[str, Any], folder: Path, spec_file: Path) -> dict[str,
     if metadata.get("category"):
         tags.append(str(metadata["category"]))
     task_env = resolve(env.get("env"), "environment.env", bad)  # Harbor's: every command's
+    network, verifier_network = network_fields(
+        env, agent, verifier, mode=checked["mode"], compose=bool(compose), bad=bad
+    )
     fields: dict[str, Any] = {
         "id": re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-._") or "task",
         "description": str(task.get("description") or _first_line(folder / "instruction.md")),
@@ -86,14 +89,15 @@ def task_fields(raw: dict[str, Any], folder: Path, spec_file: Path) -> dict[str,
         "image_entrypoint": True,  # its ENTRYPOINT runs, as in Harbor (docs/harbor.md)
         "read_only": False,
         "verify_in": "agent" if checked["mode"] == "shared" else "final",
-        "network": _network(env, agent, verifier, bad),
         "verifier": {
             "kind": "harbor",
             "name": "tests/test.sh",
             "timeout_s": _number(verifier, "timeout_sec", "verifier", bad) or 600.0,
             "env": _verifier_env(task_env, verifier, bad),
             **checked,
+            **verifier_network,
         },
+        **network,
         "limits": Limits(
             wall_time_s=_number(agent, "timeout_sec", "agent", bad, zero_is_none=True)
         ),
@@ -209,35 +213,6 @@ def _healthcheck(
     else:
         fields["retries"] = retries
     return fields
-
-
-def _network(env: dict[str, Any], agent: dict[str, Any], verifier: dict[str, Any], bad: Bad) -> str:
-    """The agent's network as Harbor resolves it: ``[agent] network_mode``, else
-    ``[environment] network_mode``, else ``allow_internet`` (off by default here; Harbor's
-    is on). An allowlist is refused; so is a verifier that would need another network than
-    the agent's container it runs in."""
-    modes = {}
-    for where, table in (("environment", env), ("agent", agent), ("verifier", verifier)):
-        mode = table.get("network_mode")
-        if "allowed_hosts" in table:
-            bad(f"{where}.allowed_hosts", "a network allowlist is not supported by agentenv yet")
-        if mode is None:
-            continue
-        if mode not in _NETWORK_MODES:
-            bad(f"{where}.network_mode", f"{mode!r} is not one of {', '.join(_NETWORK_MODES)}")
-        elif mode == "allowlist":
-            bad(f"{where}.network_mode", "a network allowlist is not supported by agentenv yet")
-        else:
-            modes[where] = mode
-    internet = env.get("allow_internet", False)
-    if not isinstance(internet, bool):
-        bad("environment.allow_internet", f"{internet!r} is not true or false")
-    baseline = modes.get("environment", "public" if internet is True else "no-network")
-    chosen = modes.get("agent", baseline)
-    if modes.get("verifier", chosen) != chosen:
-        why = f"{modes['verifier']!r} differs from the agent's {chosen!r}: a network of the "
-        bad("verifier.network_mode", why + "verifier's own is not supported by agentenv yet")
-    return "bridge" if chosen == "public" else "none"
 
 
 def _resources(env: dict[str, Any], bad: Bad) -> dict[str, Any]:

@@ -236,6 +236,8 @@ async def create_compose(
     Docker only: another backend raises :class:`SandboxError`."""
     if spec.backend != "docker":
         raise SandboxError(f"compose environments need the docker backend, not {spec.backend!r}")
+    if spec.network == "allowlist":  # its services would need a gateway each
+        raise SandboxError("a network allowlist is not supported for compose environments yet")
     if spec.outlive_owner:
         raise SandboxError("a compose environment cannot outlive its process (not resumable)")
     project = project_name()

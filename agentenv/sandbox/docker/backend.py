@@ -17,7 +17,7 @@ from agentenv.sandbox.gc import leftover
 from agentenv.sandbox.protocol import Sandbox, Snapshot
 from agentenv.sandbox.spec import SandboxSpec
 
-OPTIONS = frozenset({"runtime"})
+OPTIONS = frozenset({"runtime", "egress_network"})  # egress_network: see sandbox/docker/egress.py
 """The ``SandboxSpec.options`` Docker understands: ``runtime``, the engine's OCI runtime."""
 
 

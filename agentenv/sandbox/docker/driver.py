@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 from typing import IO, Any
 
+import anyio
 import docker.errors
 import docker.types
 
@@ -14,6 +15,7 @@ from agentenv.sandbox.channel import ByteStream
 from agentenv.sandbox.container.config import main_process, sandbox_labels
 from agentenv.sandbox.container.driver import Explain, Pacer
 from agentenv.sandbox.docker.direct import DockerExec
+from agentenv.sandbox.docker.egress import GATEWAYS, Gateway, proxy_env
 from agentenv.sandbox.docker.engine import Engine
 from agentenv.sandbox.docker.images import resolve_image
 from agentenv.sandbox.docker.stream import DockerStream
@@ -71,8 +73,19 @@ class DockerDriver:
         )
 
     async def create(self, spec: SandboxSpec, image: str) -> str:
-        """A new container (see :func:`_create_container`)."""
-        return await _create_container(self.engine, spec, image)
+        """A new container (see :func:`_create_container`); with network ``allowlist``, on
+        the internal network of a new :class:`~agentenv.sandbox.docker.egress.Gateway`."""
+        if spec.network != "allowlist":
+            return await _create_container(self.engine, spec, image)
+        gateway = await Gateway.start(self.engine, spec)
+        try:
+            container_id = await _create_container(self.engine, gateway.sandbox_spec(), image)
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await gateway.remove()
+            raise
+        GATEWAYS[container_id] = gateway
+        return container_id
 
     async def start(self, container_id: str, spec: SandboxSpec, image: str) -> None:
         """Start it (the engine makes the workdir and owns the tmpfs volumes)."""
@@ -154,12 +167,15 @@ class DockerDriver:
     ) -> str:
         """``docker commit``."""
         repository, _, tag = name.rpartition(":")
+        conf: dict[str, Any] = {"Labels": labels}
+        if container_id in GATEWAYS:  # its proxy variables name a gateway that goes with it:
+            conf["Env"] = [f"{k}=" for k in proxy_env("")]  # blanked (a key given wins)
         result = await self.engine.run(
             self.engine.api.commit,
             container_id,
             repository=repository,
             tag=tag,
-            conf={"Labels": labels},
+            conf=conf,
             pause=pause,
         )
         return str(result["Id"])
@@ -177,6 +193,9 @@ class DockerDriver:
             await self.engine.run(
                 self.engine.api.remove_container, container_id, force=True, v=True
             )
+        gateway = GATEWAYS.pop(container_id, None)
+        if gateway is not None:  # after the sandbox: a network with members cannot go
+            await gateway.remove()
 
 
 async def _create_container(engine: Engine, spec: SandboxSpec, image: str) -> str:

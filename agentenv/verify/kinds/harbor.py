@@ -94,6 +94,14 @@ class HarborCheck(CheckBase):
     collect: list[HarborCollect] = Field(
         [], description="commands run once the agent is done, before the artifacts are read"
     )
+    network: Literal["none", "bridge", "allowlist"] | None = Field(
+        None,
+        description="the verifier's own network in a sandbox of its own (`final`, "
+        "`separate`; Harbor's `[verifier] network_mode`); the task's when unset",
+    )
+    allowed_hosts: list[str] = Field(
+        [], description="with `network = 'allowlist'`: what the verifier may reach"
+    )
     on_system_change: Literal["review", "zero"] = Field(
         "review",
         description="what a change of system files (binaries, interpreters, ld.so.preload, "
