@@ -4,6 +4,7 @@ and runs them (the allowlist's enforcement itself: tests/sandbox/test_egress.py)
 
 from __future__ import annotations
 
+import re
 import textwrap
 from pathlib import Path
 
@@ -147,3 +148,41 @@ def test_a_real_task_shape_loads(tmp_path: Path) -> None:
     task, check = _load(tmp_path, toml)
     assert task.network == "allowlist" and len(task.allowed_hosts) == 4
     assert (check.mode, check.network) == ("final", "none")
+
+
+UV = "curl -LsSf https://astral.sh/uv/0.9.7/install.sh | sh\nuvx pytest /tests/test_state.py\n"
+
+
+@pytest.mark.no_docker
+def test_a_test_sh_that_downloads_gets_harbors_default_the_internet(tmp_path: Path) -> None:
+    from agentenv.eval.online import needs_internet
+
+    # Harbor's template test.sh installs uv from astral.sh: with agentenv's default (no
+    # network) its verifier wrote reward 0 for the oracle as for anyone
+    folder = harbor_task(tmp_path, "uv", test=UV, toml=_toml())
+    task = load_task(folder)
+    assert isinstance(task.verifier, HarborCheck)
+    assert (task.network, task.verifier.network) == ("none", "bridge")  # the agent's stays none
+    assert needs_internet(task)  # so an offline host says no_internet, never a 0
+    # one that fetches nothing keeps agentenv's default; a local service's URL is no download
+    local = "curl -s http://localhost:8000/health\npython3 -m pytest /tests\n"
+    quiet = load_task(harbor_task(tmp_path, "local", test=local, toml=_toml()))
+    assert isinstance(quiet.verifier, HarborCheck)
+    assert (quiet.network, quiet.verifier.network) == ("none", None)
+    assert not needs_internet(quiet)
+    # a task that states a policy gets it, whatever test.sh does
+    said = _toml(environment='network_mode = "no-network"\n')
+    stated = load_task(harbor_task(tmp_path, "said", test=UV, toml=said))
+    assert isinstance(stated.verifier, HarborCheck) and stated.verifier.network is None
+    assert not needs_internet(stated)
+
+
+@pytest.mark.no_docker
+def test_shared_mode_with_a_downloading_test_sh_and_no_network_is_refused(tmp_path: Path) -> None:
+    toml = _toml(verifier='environment_mode = "shared"\n')
+    said = re.escape("verifier.environment_mode: 'shared': tests/test.sh")
+    with pytest.raises(TaskError, match=said):
+        load_task(harbor_task(tmp_path, "s", test=UV, toml=toml))
+    public = _toml(verifier='environment_mode = "shared"\n', environment="allow_internet = true\n")
+    task = load_task(harbor_task(tmp_path, "p", test=UV, toml=public))
+    assert task.network == "bridge"

@@ -16,7 +16,7 @@ from agentenv.formats.harbor import dockerfile as dockerfiles
 from agentenv.formats.harbor.compose import compose_fields
 from agentenv.formats.harbor.envvars import resolve
 from agentenv.formats.harbor.mcp import mcp_fields
-from agentenv.formats.harbor.network import network_fields
+from agentenv.formats.harbor.network import fetches, network_fields
 from agentenv.formats.harbor.refused import Bad, refusals
 from agentenv.formats.harbor.schema import SCHEMA_VERSIONS, unknown_keys
 from agentenv.formats.harbor.steps import has_steps, step_fields
@@ -77,8 +77,15 @@ def task_fields(raw: dict[str, Any], folder: Path, spec_file: Path) -> dict[str,
     if metadata.get("category"):
         tags.append(str(metadata["category"]))
     task_env = resolve(env.get("env"), "environment.env", bad)  # Harbor's: every command's
+    scripts = [folder / "tests" / "test.sh", *folder.glob("steps/*/tests/test.sh")]
     network, verifier_network = network_fields(
-        env, agent, verifier, mode=checked["mode"], compose=bool(compose), bad=bad
+        env,
+        agent,
+        verifier,
+        mode=checked["mode"],
+        compose=bool(compose),
+        downloads=any(fetches(s) for s in scripts),
+        bad=bad,
     )
     fields: dict[str, Any] = {
         "id": re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-._") or "task",

@@ -14,6 +14,8 @@ services would need gateways of their own).
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Any
 
 from agentenv.formats.harbor.refused import NOT_YET, Bad
@@ -32,16 +34,31 @@ def network_fields(
     *,
     mode: str,
     compose: bool,
+    downloads: bool,
     bad: Bad,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """The task's ``network`` (+ ``allowed_hosts``) and the harbor check's own (empty when
-    the verifier's policy is the agent's), for a verifier run in ``mode``."""
+    the verifier's policy is the agent's), for a verifier run in ``mode``. ``downloads``:
+    the task's test.sh fetches something (:func:`fetches`), so a verifier the task says
+    nothing about gets Harbor's default, the internet."""
     internet = env.get("allow_internet", False)
     if not isinstance(internet, bool):
         bad("environment.allow_internet", f"{internet!r} is not true or false")
-    baseline = _policy(env, "environment", bad) or ("bridge" if internet is True else "none", ())
+    stated = _policy(env, "environment", bad)
+    baseline = stated or ("bridge" if internet is True else "none", ())
     chosen = _policy(agent, "agent", bad) or baseline
     explicit = _policy(verifier, "verifier", bad)
+    if explicit is None and stated is None and "allow_internet" not in env and downloads:
+        # Harbor's default is public: a test.sh that installs its runner (curl ... uv) needs
+        # it, and would write reward 0 without it. Where it fetches nothing, agentenv's
+        # default (no network) stands: the agent's programs run in that sandbox too
+        if mode != "shared":
+            explicit = ("bridge", ())
+        elif chosen[0] == "none":
+            why = "'shared': tests/test.sh downloads (Harbor's verifier has the internet by "
+            why += "default) but would run in the agent's sandbox, which has no network unless "
+            why += "[environment] network_mode = 'public' says so (or leave the mode to agentenv)"
+            bad("verifier.environment_mode", why)
     # Harbor's verifier falls back to the baseline; in the agent's sandbox (shared) agentenv
     # keeps the agent's rather than refuse every task whose [agent] widens the baseline
     checked = explicit or (chosen if mode == "shared" else baseline)
@@ -84,3 +101,25 @@ def _policy(table: dict[str, Any], where: str, bad: Bad) -> Policy | None:
         except ValueError as e:
             bad(f"{where}.allowed_hosts[{i}]", str(e))
     return "allowlist", tuple(dict.fromkeys(entries))
+
+
+# what a shell script that downloads says: a URL of a public-looking host (a dot in its
+# name; not localhost, a loopback address or a compose service's bare name), or a package
+# manager fetching (a test.sh's `curl http://localhost:8000` reaches the task's own service)
+_FETCH = re.compile(
+    r"https?://(?!localhost\b|127\.|0\.0\.0\.0|\[::1\])[\w-]+(\.[\w-]+)+|"
+    r"\b(pip3?|uv\s+pip|npm|pnpm|yarn)\s+(install|add|ci)\b|\buvx\s|\buv\s+(run|sync|tool)\b|"
+    r"\bapt(-get)?\s+(update|install)\b|\bgit\s+clone\b|\bnpx\s|\bgo\s+(get|install)\b"
+)
+
+
+def fetches(script: Path) -> bool:
+    """Whether the task's own ``script`` (a test.sh, read on the host, never the agent's)
+    visibly downloads: a URL of a public host, a package manager installing (pip, uv,
+    npm, apt-get, go), ``git clone``. Comment lines do not count."""
+    try:
+        text = script.read_text(errors="replace")
+    except OSError:
+        return False
+    lines = (line for line in text.splitlines() if not line.lstrip().startswith("#"))
+    return any(_FETCH.search(line) for line in lines)
