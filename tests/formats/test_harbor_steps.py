@@ -165,8 +165,8 @@ def test_a_failed_verifier_is_below_any_gate_and_the_task_an_error() -> None:
 
 async def test_other_drivers_refuse_a_multi_step_task(tmp_path: Path) -> None:
     task = load_task(two_steps(tmp_path, "rl"))
-    with pytest.raises(TaskError, match="has steps: only run_task runs them"):
-        await prepare(task)  # RL rollouts, refactor jobs, regrading: never as one step
+    with pytest.raises(TaskError, match="has steps: only run_task and the RL rollouts run them"):
+        await prepare(task)  # refactor jobs, regrading: never as one step
 
 
 def _refused(folder: Path) -> str:
