@@ -20,6 +20,7 @@ from typing import Any
 import anyio
 from pydantic import BaseModel
 
+from agentenv.agent import policies
 from agentenv.agent.loop import limit_reached, new_trajectory, take_turn
 from agentenv.agent.trajectory import Limits, StopReason, Trajectory
 from agentenv.log import get_logger
@@ -326,6 +327,9 @@ class Rollout:
             return True
         if self.steps is not None and not self.steps.begun and not await self._begin_step():
             return self.done  # its setup failed: the trial is over
+        if self.steps is None and not self.trajectory.turns:  # the oracle's /solution, by root
+            await self.box.resume()  # a rollout suspended before its first turn is frozen
+            await policies.lay_out(self.model, self.box)
         await self._turn()
         if self.stop_reason is not None and self.steps is not None:
             await self._end_step()

@@ -94,14 +94,17 @@ def step_task(task: Task, step: TaskStep, into: Path) -> Task:
 def steps_oracle(task: Task) -> ScriptedModel:
     """The oracle of a multi-step task: one scripted model for every step, whose turn for a
     step runs that step's ``solution/solve.sh`` (else the task's) and submits, which ends
-    that step's conversation, so the next step gets the next turn."""
+    that step's conversation, so the next step gets the next turn. As each step begins
+    (:func:`begin_step`) its ``solution/`` is put at ``/solution`` by root, as Harbor
+    uploads it (:class:`~agentenv.agent.policies.StepsScript`): an image whose ``USER``
+    may not write there runs it too."""
     assert task.multi_step is not None
-    turns = []
+    mine = []
     for step in task.multi_step.steps:
-        mine = step.folder / "solution"
-        view = task.model_copy(update={"folder": step.folder}) if mine.is_dir() else task
-        turns.extend(_oracle_of(view).completions)
-    return ScriptedModel(turns, "oracle")
+        own = step.folder / "solution"
+        view = task.model_copy(update={"folder": step.folder}) if own.is_dir() else task
+        mine.append(_oracle_of(view))
+    return policies.StepsScript(mine, "oracle")
 
 
 def _oracle_of(view: Task) -> ScriptedModel:
