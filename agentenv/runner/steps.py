@@ -16,6 +16,10 @@ prepared state and one agent sandbox for the whole trial; for each step in order
 4. its gate: a reward below its ``min_reward``, a verifier that failed, or a setup that
    failed stops the trial there.
 
+A step's artifacts (the task's, then the step's own: Harbor appends them) are collected
+as the step is verified (:func:`~agentenv.runner.episode.finish`) and kept under the
+episode's artifacts folder's ``steps/<name>/``.
+
 The task's reward is the mean of the steps run (Harbor's ``mean``, the default) or the
 last one's (``final``); each step's verdict is in ``Score.steps``. Unlike Harbor, whose
 mean leaves out a step whose verifier crashed, a step that could not be scored makes the
@@ -39,10 +43,12 @@ from agentenv.agent import policies
 from agentenv.agent.loop import new_trajectory, run_episode
 from agentenv.agent.policies import ScriptedModel
 from agentenv.agent.trajectory import Limits, ToolResultCallback, Trajectory
+from agentenv.archive import Archive
 from agentenv.errors import TaskError
 from agentenv.log import get_logger
 from agentenv.model.client import EventCallback
 from agentenv.model.types import ChatModel
+from agentenv.runner.artifacts import by_step
 from agentenv.runner.episode import Final, Prepared, finish, prepare, release, start_sandbox
 from agentenv.runner.harbor_verdict import harbor_verdict
 from agentenv.runner.healthcheck import HealthcheckFailed, wait_healthy
@@ -77,6 +83,8 @@ def step_task(task: Task, step: TaskStep, into: Path) -> Task:
         update={
             "timeout_s": step.verifier_timeout_s or task.verifier.timeout_s,
             "env": {**task.verifier.env, **step.verifier_env},
+            # collected after the step: the task's, the step's after them (Harbor's)
+            "artifacts": [*task.verifier.artifacts, *step.artifacts],
         }
     )
     limits = step_limits(task, step)
@@ -241,6 +249,7 @@ async def _trial(
     trajectories: list[Trajectory] = []
     progress = StepsProgress()
     final: Final | None = None
+    taken: list[tuple[str, Archive]] = []  # each step's artifacts
     while not progress.over:
         step = await begin_step(box, prepared, progress, model)
         if step is None:
@@ -257,10 +266,14 @@ async def _trial(
                 )
             )
         final = await end_step(box, prepared, progress, timer.into)
+        if final.artifacts is not None:
+            taken.append((step.name, final.artifacts))
     traj = joined(trajectories, prepared.task)
     traj.score = progress.score(multi)
     if final is None:  # the first step could not start: its workdir as prepared
         final = Final(workspace=workspace_tar(None, prepared.agent_user), rejected="no step ran")
+    if taken:  # the episode's artifacts folder gets each step's under steps/<name>/
+        final = final.model_copy(update={"artifacts": by_step(taken)})
     return traj, final
 
 
