@@ -35,6 +35,7 @@ from agentenv.errors import TaskError
 from agentenv.sandbox.images import BASE_IMAGE
 from agentenv.sandbox.spec import SandboxSpec, parse_size
 from agentenv.verify import AGENT_USER, Check
+from agentenv.verify.kinds.harbor import HarborArtifact
 
 _SIZE_SCHEMA = {
     "anyOf": [{"type": "integer", "exclusiveMinimum": 0}, {"type": "string"}],
@@ -81,6 +82,9 @@ class TaskStep(BaseModel):
     verifier_timeout_s: float | None = Field(None, gt=0)  # test.sh's, else the task's
     verifier_env: dict[str, str] = {}  # on top of the task's verifier env
     healthcheck: Healthcheck | None = None  # after its setup, before the agent
+    # collected with the task's after the step (Harbor's: appended to them), under the
+    # episode's artifacts folder's steps/<name>/
+    artifacts: list[HarborArtifact] = []
 
 
 class MultiStep(BaseModel):

@@ -74,6 +74,35 @@ class ScriptedModel:
         return done
 
 
+class StepsScript(ScriptedModel):
+    """One scripted model over a multi-step task's steps, each step's its own
+    :class:`ScriptedModel` (an oracle's, say): their turns in order, one step's after the
+    other's. Each :meth:`lay_out` (the step machinery calls it as each step begins) puts the
+    next step's files in place by root and plays that step's turns that do not write them;
+    a step not laid out (a driver that does not call it) writes them through tool calls."""
+
+    def __init__(self, steps: list[ScriptedModel], name: str):
+        super().__init__([c for step in steps for c in step.completions], name)
+        self.steps = steps
+        self._laid = 0  # how many steps lay_out has reached
+
+    async def lay_out(self, sandbox: Sandbox) -> None:
+        """Lay out the next step's files (see the class), once its turns are next."""
+        if self._laid >= len(self.steps):
+            return
+        step, first = (
+            self.steps[self._laid],
+            sum(len(s.completions) for s in self.steps[: self._laid]),
+        )
+        self._laid += 1
+        if not step.files or step.laid_out is None or self._next != first:
+            return  # nothing to lay out, or its turns are not next: written as they say
+        await sandbox.upload_tar(_root_tar(step.files), "/")
+        end = first + len(step.completions)
+        self.completions = [*self.completions[:first], *step.laid_out, *self.completions[end:]]
+        step.completions = step.laid_out  # the offsets of the later steps follow
+
+
 async def lay_out(model: ChatModel, sandbox: Sandbox) -> None:
     """Before an episode: a scripted policy's files put in place by root (see
     :meth:`ScriptedModel.lay_out`); nothing for any other model."""
@@ -190,4 +219,4 @@ def null() -> ScriptedModel:
     return ScriptedModel([], "null")
 
 
-__all__ = ["ScriptedModel", "command", "lay_out", "null", "oracle", "replay"]
+__all__ = ["ScriptedModel", "StepsScript", "command", "lay_out", "null", "oracle", "replay"]

@@ -14,11 +14,13 @@ import math
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import nullcontext
 from typing import Any
 
 import anyio
 from pydantic import BaseModel
 
+from agentenv.agent import policies
 from agentenv.agent.loop import limit_reached, new_trajectory, take_turn
 from agentenv.agent.trajectory import Limits, StopReason, Trajectory
 from agentenv.log import get_logger
@@ -33,6 +35,7 @@ from agentenv.runner.episode import (
     start_sandbox,
 )
 from agentenv.runner.outcomes import classify
+from agentenv.runner.steps import StepsProgress, begin_step, end_step, joined, step_limits
 from agentenv.sandbox import (
     Sandbox,
     SandboxPool,
@@ -63,7 +66,7 @@ async def _episode(
     """One episode from a prepared state; its failure is in the trajectory, not raised (one
     episode never takes down its group or stream). Cancellation still propagates."""
     task = prepared.task
-    traj: Trajectory | None = None
+    rollout: Rollout | None = None
     try:
         model = model_for(policy, task)
         if pool is not None:
@@ -76,10 +79,10 @@ async def _episode(
         else:
             box = await start_sandbox(prepared)
         rollout = Rollout(prepared, model, box, limits=limits, version=policy_version)
-        traj = rollout.trajectory
         return await rollout.run()
     except Exception as e:
         log.warning("rollout.failed", task=task.id, error=f"{type(e).__name__}: {e}")
+        traj = rollout.so_far() if rollout is not None else None
         traj = traj or new_trajectory(task.instruction, task_id=task.id)
         traj.error = f"{classify(e)}: {type(e).__name__}: {e}"
         return traj
@@ -100,7 +103,7 @@ async def rollout(
     ``pool`` must hold sandboxes made with :func:`~agentenv.runner.episode.agent_spec`.
     Its sandboxes are ``backend``'s (see :mod:`agentenv.sandbox.backend`)."""
     try:
-        prepared = await prepare(task, backend=pool.spec.backend if pool else backend)
+        prepared = await prepare(task, backend=pool.spec.backend if pool else backend, steps=True)
     except Exception as e:
         traj = new_trajectory(task.instruction, task_id=task.id)
         traj.error = f"{classify(e)}: {type(e).__name__}: {e}"
@@ -154,7 +157,7 @@ async def rollout_group(
         raise ValueError(f"n must be at least 1, got {n}")
     group_id = uuid.uuid4().hex[:12]
     t0 = time.monotonic()
-    shared = await prepare(task, share=True, backend=backend) if share_setup else None
+    shared = await prepare(task, share=True, backend=backend, steps=True) if share_setup else None
     setup_s = time.monotonic() - t0
     out: list[Trajectory | None] = [None] * n
 
@@ -232,7 +235,9 @@ async def stream(
 class SuspendedRollout(BaseModel):
     """A partial rollout at rest: JSON-serialisable, its sandbox paused (using no CPU) and
     able to outlive this process until its TTL; it carries its prepared state, from which
-    its checker sandbox will be made."""
+    its checker sandbox will be made. A multi-step task's carries where its trial is
+    (``steps``), the conversations of the steps done (``parts``) and the caller's limits
+    (``given_limits``, over each step's own); its ``trajectory`` is the current step's."""
 
     prepared: Prepared
     trajectory: Trajectory
@@ -241,6 +246,9 @@ class SuspendedRollout(BaseModel):
     limits: Limits
     elapsed_s: float
     policy_version: int | str | None = None
+    steps: StepsProgress | None = None
+    parts: list[Trajectory] = []
+    given_limits: Limits | None = None
 
     @property
     def task(self) -> Task:
@@ -249,7 +257,16 @@ class SuspendedRollout(BaseModel):
 
 
 class Rollout:
-    """A rollout run turn by turn: :meth:`step`, :meth:`suspend`, :meth:`finish`."""
+    """A rollout run turn by turn: :meth:`step`, :meth:`suspend`, :meth:`finish`.
+
+    A multi-step task (Harbor's ``[[steps]]``) runs its trial here through the same step
+    machinery as :func:`~agentenv.runner.episode.run_task`
+    (:func:`~agentenv.runner.steps.begin_step`, :func:`~agentenv.runner.steps.end_step`):
+    the first turn sets up the first step; a turn that ends a step's conversation verifies
+    that step, applies its ``min_reward`` gate and sets up the next, whose instruction opens
+    a new conversation (:attr:`trajectory`, with the step's limits); :meth:`finish` returns
+    every step's conversation as one trajectory with the trial's score (mean or final,
+    each step's in ``score.steps``)."""
 
     def __init__(
         self,
@@ -261,26 +278,83 @@ class Rollout:
         version: int | str | None = None,
         trajectory: Trajectory | None = None,
         elapsed_s: float = 0.0,
+        steps: StepsProgress | None = None,
+        parts: list[Trajectory] | None = None,
     ):
         self.prepared = prepared
         self.task = prepared.task
         self.model = model
         self.box = box
-        self.limits = limits or self.task.limits
+        self.given_limits = limits  # over each step's own, for a multi-step task
+        multi = self.task.multi_step
+        self.steps = steps if steps is not None or multi is None else StepsProgress()
+        self.parts = parts or []  # a multi-step task's conversations of the steps done
+        self.limits = limits or self._step_limits()
         self.version = version  # stamped on every turn this handle takes
-        self.trajectory = trajectory or new_trajectory(self.task.instruction, task_id=self.task.id)
+        instruction = self.task.instruction
+        if multi is not None and self.steps is not None and not self.steps.over:
+            instruction = self.steps.step(multi).instruction
+        self.trajectory = trajectory or new_trajectory(instruction, task_id=self.task.id)
         self.elapsed_s = elapsed_s
         self.stop_reason: StopReason | None = self.trajectory.stop_reason
 
+    def _step_limits(self) -> Limits:
+        """The limits of the conversation under way (the step's, for a multi-step task)."""
+        multi = self.task.multi_step
+        if multi is None or self.steps is None or self.steps.over:
+            return self.task.limits
+        return step_limits(self.task, self.steps.step(multi))
+
     @property
     def done(self) -> bool:
-        """Whether the episode has ended (submitted, no tool call, or a limit)."""
+        """Whether the episode has ended (submitted, no tool call, or a limit; for a
+        multi-step task, its trial: a step stopped it, or the last one was verified)."""
+        if self.steps is not None:
+            return self.steps.over
         return self.stop_reason is not None
 
+    def so_far(self) -> Trajectory:
+        """The rollout's trajectory as it is: a multi-step task's every conversation."""
+        if self.steps is None:
+            return self.trajectory
+        ended = bool(self.parts) and self.parts[-1] is self.trajectory
+        return joined(self.parts if ended else [*self.parts, self.trajectory], self.task)
+
     async def step(self) -> bool:
-        """Take one turn; returns :attr:`done`."""
+        """Take one turn (a multi-step task's step set up first, or verified after);
+        returns :attr:`done`."""
         if self.done:
             return True
+        if self.steps is not None and not self.steps.begun and not await self._begin_step():
+            return self.done  # its setup failed: the trial is over
+        if self.steps is None and not self.trajectory.turns:  # the oracle's /solution, by root
+            await self.box.resume()  # a rollout suspended before its first turn is frozen
+            await policies.lay_out(self.model, self.box)
+        await self._turn()
+        if self.stop_reason is not None and self.steps is not None:
+            await self._end_step()
+        return self.done
+
+    async def _begin_step(self) -> bool:
+        """Set up the step to begin (an oracle's solution laid out); whether it could be."""
+        assert self.steps is not None
+        await self.box.resume()  # a resumed rollout's sandbox is still frozen
+        return await begin_step(self.box, self.prepared, self.steps, self.model) is not None
+
+    async def _end_step(self) -> None:
+        """The step's conversation is over: verify the step, then open the next one's."""
+        assert self.steps is not None and self.task.multi_step is not None
+        await self.box.resume()  # frozen when resumed and finished at once
+        await end_step(self.box, self.prepared, self.steps)
+        self.parts.append(self.trajectory)
+        if self.steps.over:
+            return
+        step = self.steps.step(self.task.multi_step)
+        self.trajectory = new_trajectory(step.instruction, task_id=self.task.id)
+        self.limits = self.given_limits or self._step_limits()
+        self.elapsed_s, self.stop_reason = 0.0, None
+
+    async def _turn(self) -> None:
         started = time.monotonic()
         try:
             reason = limit_reached(self.trajectory, self.limits, self.elapsed_s)
@@ -298,7 +372,6 @@ class Rollout:
             self.elapsed_s += time.monotonic() - started
             self.trajectory.wall_s = self.elapsed_s
         self.stop_reason = self.trajectory.stop_reason = reason
-        return self.done
 
     async def suspend(self) -> SuspendedRollout:
         """Pause the sandbox and let go of it; the returned state resumes with :func:`resume`."""
@@ -311,23 +384,44 @@ class Rollout:
             limits=self.limits,
             elapsed_s=self.elapsed_s,
             policy_version=self.version,
+            steps=self.steps,
+            parts=self.parts,
+            given_limits=self.given_limits,
         )
         self.box.detach()
         return state
 
     async def finish(self, *, ahead: CheckerAhead | None = None) -> Trajectory:
         """Take the final workspace, remove the sandbox, and verify it in a new checker
-        sandbox (the one made ``ahead``, if given), filling in the reward."""
+        sandbox (the one made ``ahead``, if given), filling in the reward. A multi-step
+        task's step under way is verified (the steps not begun do not count, as those a gate
+        skipped), its sandbox removed, and the trial's trajectory and score returned."""
+        if self.steps is not None:
+            return await self._finish_steps()
         # a sandbox made to outlive this process is not kept for another episode
         reusable = self.prepared.recyclable and not self.box.spec.outlive_owner
         ep = Episode(self.prepared, self.box, ahead=ahead, reusable=reusable)
         _, self.trajectory.score = await ep.conclude()
         return self.trajectory
 
+    async def _finish_steps(self) -> Trajectory:
+        assert self.steps is not None and self.task.multi_step is not None
+        try:
+            if self.steps.begun:  # stopped by the caller in the middle of a step
+                await self._end_step()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self.box.close()  # never recycled: its steps changed it
+        self.trajectory = joined(self.parts, self.task)
+        self.trajectory.score = self.steps.score(self.task.multi_step)
+        return self.trajectory
+
     async def run(self) -> Trajectory:
         """Step until done, then :meth:`finish`, with the checker sandbox made while the
         agent works. The sandbox is removed whatever happens."""
-        async with checker_ahead(self.prepared) as ahead:
+        # a multi-step task's steps are verified as they end (no checker made ahead)
+        made = checker_ahead(self.prepared) if self.steps is None else nullcontext(None)
+        async with made as ahead:
             try:
                 while not await self.step():
                     pass
@@ -349,7 +443,7 @@ async def start(
     snapshot, if the task has a setup) may outlive this process once suspended: only their
     TTL lets ``agentenv gc`` remove them."""
     keep_s = SandboxSpec().ttl_s if task.setup else None
-    prepared = await prepare(task, keep_s=keep_s, backend=backend)
+    prepared = await prepare(task, keep_s=keep_s, backend=backend, steps=True)
     try:
         box = await start_sandbox(prepared, outlive_owner=True)
     except BaseException:
@@ -368,10 +462,12 @@ async def resume(
         state.prepared,
         model_for(policy, state.task),
         box,
-        limits=state.limits,
+        limits=state.limits if state.steps is None else state.given_limits,
         version=version,
         trajectory=state.trajectory,
         elapsed_s=state.elapsed_s,
+        steps=state.steps,
+        parts=state.parts,
     )
 
 

@@ -249,6 +249,23 @@ def write_artifacts(archive: Archive, folder: Path) -> None:
                     shutil.copyfileobj(data, out)
 
 
+def by_step(parts: list[tuple[str, Archive]]) -> Archive:
+    """One tar of a multi-step trial's artifacts: each step's collection (a
+    :class:`Collecting` tar, its manifest.json with it) under ``steps/<name>/``, as Harbor
+    keeps a step's under ``steps/{name}/``. Only files and folders are carried over."""
+    out = Archive.new()
+    with tarfile.open(out, "w") as tar:
+        for name, archive in parts:
+            with tarfile.open(archive) as src:
+                for member in src:
+                    rel = _inside(member.name)
+                    if rel is None or not (member.isfile() or member.isdir()):
+                        continue
+                    member.name = str(PurePosixPath("steps", name, rel))
+                    tar.addfile(member, src.extractfile(member) if member.isfile() else None)
+    return out
+
+
 def _relative(path: str) -> PurePosixPath:
     """A source or destination as a path under the artifacts folder (no root, no '..')."""
     parts = [p for p in PurePosixPath(path).parts if p not in ("/", "", "..", ".")]
@@ -275,4 +292,11 @@ def _excluded(inner: str, patterns: list[str]) -> bool:
     return any(fnmatch.fnmatchcase(run, p) for p in patterns for run in runs)
 
 
-__all__ = ["MAX_BYTES", "Collecting", "collect_before_pause", "collect_paused", "write_artifacts"]
+__all__ = [
+    "MAX_BYTES",
+    "Collecting",
+    "by_step",
+    "collect_before_pause",
+    "collect_paused",
+    "write_artifacts",
+]

@@ -196,9 +196,10 @@ async def prepare(
     ``workspace`` replaces the task's ``workspace/`` folder (a repo's clone, say). Release
     it with :func:`release`. Its sandboxes are ``backend``'s (the default one for ``None``).
     A multi-step task is refused unless ``steps`` (:mod:`agentenv.runner.steps` runs it,
-    from :func:`run_task`): no other driver may run it as one step without a word."""
+    from :func:`run_task` and the RL rollouts): no other driver may run it as one step
+    without a word."""
     if task.multi_step is not None and not steps:
-        raise TaskError(f"task {task.id!r} has steps: only run_task runs them (not RL yet)")
+        raise TaskError(f"task {task.id!r} has steps: only run_task and the RL rollouts run them")
     with build_timeout_named(task):  # the image is built first here (or just below)
         task = await with_image_user(task, backend or default_backend())  # a name: uid:gid
     dockerfile = task.folder / task.dockerfile if task.folder and task.dockerfile else None

@@ -16,6 +16,10 @@ prepared state and one agent sandbox for the whole trial; for each step in order
 4. its gate: a reward below its ``min_reward``, a verifier that failed, or a setup that
    failed stops the trial there.
 
+A step's artifacts (the task's, then the step's own: Harbor appends them) are collected
+as the step is verified (:func:`~agentenv.runner.episode.finish`) and kept under the
+episode's artifacts folder's ``steps/<name>/``.
+
 The task's reward is the mean of the steps run (Harbor's ``mean``, the default) or the
 last one's (``final``); each step's verdict is in ``Score.steps``. Unlike Harbor, whose
 mean leaves out a step whose verifier crashed, a step that could not be scored makes the
@@ -32,16 +36,19 @@ from functools import partial
 from pathlib import Path
 
 import anyio
+from pydantic import BaseModel
 
 from agentenv import scratch
 from agentenv.agent import policies
 from agentenv.agent.loop import new_trajectory, run_episode
 from agentenv.agent.policies import ScriptedModel
-from agentenv.agent.trajectory import ToolResultCallback, Trajectory
+from agentenv.agent.trajectory import Limits, ToolResultCallback, Trajectory
+from agentenv.archive import Archive
 from agentenv.errors import TaskError
 from agentenv.log import get_logger
 from agentenv.model.client import EventCallback
 from agentenv.model.types import ChatModel
+from agentenv.runner.artifacts import by_step
 from agentenv.runner.episode import Final, Prepared, finish, prepare, release, start_sandbox
 from agentenv.runner.harbor_verdict import harbor_verdict
 from agentenv.runner.healthcheck import HealthcheckFailed, wait_healthy
@@ -76,11 +83,11 @@ def step_task(task: Task, step: TaskStep, into: Path) -> Task:
         update={
             "timeout_s": step.verifier_timeout_s or task.verifier.timeout_s,
             "env": {**task.verifier.env, **step.verifier_env},
+            # collected after the step: the task's, the step's after them (Harbor's)
+            "artifacts": [*task.verifier.artifacts, *step.artifacts],
         }
     )
-    limits = task.limits
-    if step.wall_time_s is not None:
-        limits = limits.model_copy(update={"wall_time_s": step.wall_time_s})
+    limits = step_limits(task, step)
     update = {
         "folder": folder,
         "instruction": step.instruction,
@@ -95,14 +102,17 @@ def step_task(task: Task, step: TaskStep, into: Path) -> Task:
 def steps_oracle(task: Task) -> ScriptedModel:
     """The oracle of a multi-step task: one scripted model for every step, whose turn for a
     step runs that step's ``solution/solve.sh`` (else the task's) and submits, which ends
-    that step's conversation, so the next step gets the next turn."""
+    that step's conversation, so the next step gets the next turn. As each step begins
+    (:func:`begin_step`) its ``solution/`` is put at ``/solution`` by root, as Harbor
+    uploads it (:class:`~agentenv.agent.policies.StepsScript`): an image whose ``USER``
+    may not write there runs it too."""
     assert task.multi_step is not None
-    turns = []
+    mine = []
     for step in task.multi_step.steps:
-        mine = step.folder / "solution"
-        view = task.model_copy(update={"folder": step.folder}) if mine.is_dir() else task
-        turns.extend(_oracle_of(view).completions)
-    return ScriptedModel(turns, "oracle")
+        own = step.folder / "solution"
+        view = task.model_copy(update={"folder": step.folder}) if own.is_dir() else task
+        mine.append(_oracle_of(view))
+    return policies.StepsScript(mine, "oracle")
 
 
 def _oracle_of(view: Task) -> ScriptedModel:
@@ -136,24 +146,94 @@ async def run_steps(
     with timer("prepare"):
         prepared = await prepare(task, backend=backend, steps=True)
     try:
-        with scratch.folder("steps") as tmp:
-            with timer("create"):
-                box = await start_sandbox(prepared)
-            try:
-                play = partial(
-                    run_episode,
-                    model,
-                    pause=pause,
-                    on_event=on_event,
-                    on_tool_result=on_tool_result,
-                )
-                return await _trial(prepared, multi, box, play, Path(tmp), timer)
-            finally:
-                with timer("teardown"), anyio.CancelScope(shield=True):
-                    await box.close()
+        with timer("create"):
+            box = await start_sandbox(prepared)
+        try:
+            play = partial(
+                run_episode, model, pause=pause, on_event=on_event, on_tool_result=on_tool_result
+            )
+            return await _trial(prepared, multi, box, play, model, timer)
+        finally:
+            with timer("teardown"), anyio.CancelScope(shield=True):
+                await box.close()
     finally:
         with timer("teardown"):
             await release(prepared)
+
+
+class StepsProgress(BaseModel):
+    """Where a multi-step trial is, between the calls of :func:`begin_step` and
+    :func:`end_step` (JSON: a suspended RL rollout carries it to another process)."""
+
+    at: int = 0  # the index of the step under way, or next
+    begun: bool = False  # its setup ran: its conversation is under way
+    over: bool = False  # a step stopped the trial, or the last one was verified
+    done: list[StepScore] = []  # each step's verdict, in order
+    scores: list[Score | None] = []  # each one's score (None: its setup failed)
+
+    def step(self, multi: MultiStep) -> TaskStep:
+        """The step under way (or about to begin)."""
+        return multi.steps[self.at]
+
+    def score(self, multi: MultiStep) -> Score:
+        """The task's score of the steps run so far (:func:`trial_score`)."""
+        return trial_score(list(zip(self.done, self.scores, strict=True)), multi.reward)
+
+
+def step_limits(task: Task, step: TaskStep) -> Limits:
+    """The loop's limits during ``step``: the task's, with the step's own agent timeout."""
+    if step.wall_time_s is None:
+        return task.limits
+    return task.limits.model_copy(update={"wall_time_s": step.wall_time_s})
+
+
+async def begin_step(
+    box: Sandbox, prepared: Prepared, progress: StepsProgress, model: ChatModel | None = None
+) -> TaskStep | None:
+    """Set up the next step in ``box`` (its workdir, setup.sh, healthcheck) and, for an
+    oracle, lay its ``/solution`` out as root: the step, whose conversation may begin, or
+    ``None`` when its setup failed (then recorded, and the trial over)."""
+    multi = prepared.task.multi_step
+    assert multi is not None and not progress.over and not progress.begun
+    step = progress.step(multi)
+    failed = await _set_up(box, prepared.task, step)
+    if failed is not None:
+        progress.done.append(
+            StepScore(
+                name=step.name, reward=0.0, passed=False, error=failed, detail=failed, stopped=True
+            )
+        )
+        progress.scores.append(None)
+        progress.over = True
+        return None
+    if model is not None:
+        await policies.lay_out(model, box)  # this step's solution/, by root
+    progress.begun = True
+    return step
+
+
+async def end_step(
+    box: Sandbox,
+    prepared: Prepared,
+    progress: StepsProgress,
+    phases: dict[str, float] | None = None,
+) -> Final:
+    """Verify the step under way (its conversation over), record its verdict and gate, and
+    move to the next step; the final state it was verified on. ``box`` runs again after."""
+    multi = prepared.task.multi_step
+    assert multi is not None and progress.begun
+    step = progress.step(multi)
+    with scratch.folder("steps") as tmp:
+        view = prepared.model_copy(update={"task": step_task(prepared.task, step, Path(tmp))})
+        final, score = await _verify(box, view, _Timer(phases))
+    stop = below(score, step.min_reward)
+    progress.done.append(_step_score(step.name, score, stop))
+    progress.scores.append(score)
+    if stop is not None:
+        log.info("steps.stopped", task=prepared.task.id, step=step.name, why=stop)
+    progress.at, progress.begun = progress.at + 1, False
+    progress.over = stop is not None or progress.at >= len(multi.steps)
+    return final
 
 
 async def _trial(
@@ -161,53 +241,39 @@ async def _trial(
     multi: MultiStep,
     box: Sandbox,
     play: Callable[..., Awaitable[Trajectory]],
-    tmp: Path,
+    model: ChatModel,
     timer: _Timer,
 ) -> tuple[Trajectory, Final]:
     """Each step in order until one stops the trial (module docstring); ``play`` is the
     loop with the model and its callbacks, run once per step."""
     trajectories: list[Trajectory] = []
-    done: list[tuple[StepScore, Score | None]] = []
+    progress = StepsProgress()
     final: Final | None = None
-    for step in multi.steps:
-        view = prepared.model_copy(update={"task": step_task(prepared.task, step, tmp)})
-        failed = await _set_up(box, view.task, step)
-        if failed is not None:
-            done.append(
-                (
-                    StepScore(
-                        name=step.name,
-                        reward=0.0,
-                        passed=False,
-                        error=failed,
-                        detail=failed,
-                        stopped=True,
-                    ),
-                    None,
-                )
-            )
+    taken: list[tuple[str, Archive]] = []  # each step's artifacts
+    while not progress.over:
+        step = await begin_step(box, prepared, progress, model)
+        if step is None:
             break
         with timer("loop"):
             trajectories.append(
                 await play(
                     box,
                     step.instruction,
-                    task_id=view.task.id,
-                    limits=view.task.limits,
-                    tools=view.task.agent_tools,
-                    skills_dir=view.task.skills_dir,
+                    task_id=prepared.task.id,
+                    limits=step_limits(prepared.task, step),
+                    tools=prepared.task.agent_tools,
+                    skills_dir=prepared.task.skills_dir,
                 )
             )
-        final, score = await _verify(box, view, timer)
-        stop = below(score, step.min_reward)
-        done.append((_step_score(step.name, score, stop), score))
-        if stop is not None:
-            log.info("steps.stopped", task=prepared.task.id, step=step.name, why=stop)
-            break
-    traj = _joined(trajectories, prepared.task)
-    traj.score = trial_score(done, multi.reward)
+        final = await end_step(box, prepared, progress, timer.into)
+        if final.artifacts is not None:
+            taken.append((step.name, final.artifacts))
+    traj = joined(trajectories, prepared.task)
+    traj.score = progress.score(multi)
     if final is None:  # the first step could not start: its workdir as prepared
         final = Final(workspace=workspace_tar(None, prepared.agent_user), rejected="no step ran")
+    if taken:  # the episode's artifacts folder gets each step's under steps/<name>/
+        final = final.model_copy(update={"artifacts": by_step(taken)})
     return traj, final
 
 
@@ -295,6 +361,8 @@ def trial_score(done: list[tuple[StepScore, Score | None]], strategy: str) -> Sc
     """The task's score of its steps run: the ``mean`` of their rewards or the ``final``
     one's; each step's checks named ``<step>: <check>``; an error when a step's was."""
     steps = [s for s, _ in done]
+    if not steps:  # a rollout finished before its first step began
+        return Score(reward=0.0, passed=False, error="no step ran")
     checks, suspicious, took = [], [], 0.0
     for step, score in done:
         for c in score.checks if score else []:
@@ -324,7 +392,7 @@ def trial_score(done: list[tuple[StepScore, Score | None]], strategy: str) -> Sc
     )
 
 
-def _joined(trajectories: list[Trajectory], task: Task) -> Trajectory:
+def joined(trajectories: list[Trajectory], task: Task) -> Trajectory:
     """The steps' conversations as one trajectory, in order (each starts anew)."""
     if not trajectories:
         return new_trajectory(task.instruction, task_id=task.id)
@@ -358,4 +426,15 @@ class _Timer:
                 self.into[name] = self.into.get(name, 0.0) + time.monotonic() - started
 
 
-__all__ = ["below", "run_steps", "step_task", "steps_oracle", "trial_score"]
+__all__ = [
+    "StepsProgress",
+    "begin_step",
+    "below",
+    "end_step",
+    "joined",
+    "run_steps",
+    "step_limits",
+    "step_task",
+    "steps_oracle",
+    "trial_score",
+]

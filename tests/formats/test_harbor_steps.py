@@ -4,11 +4,10 @@ its tests (the task's tests/ merged under the step's) and its reward; a ``min_re
 stops the trial; the task's reward is the mean or the final step's. The task here mirrors
 Harbor's cookbook ``multi-step`` (shared tests/helpers.sh, a step's workdir/ with a
 self-deleting setup.sh, a step's verifier env), FROM the offline base image; the cookbook's
-own task runs too, its FROM rewritten."""
+own task runs in test_harbor_steps_more.py (with its steps' artifacts), its FROM rewritten."""
 
 from __future__ import annotations
 
-import tarfile
 import textwrap
 from pathlib import Path
 
@@ -165,8 +164,8 @@ def test_a_failed_verifier_is_below_any_gate_and_the_task_an_error() -> None:
 
 async def test_other_drivers_refuse_a_multi_step_task(tmp_path: Path) -> None:
     task = load_task(two_steps(tmp_path, "rl"))
-    with pytest.raises(TaskError, match="has steps: only run_task runs them"):
-        await prepare(task)  # RL rollouts, refactor jobs, regrading: never as one step
+    with pytest.raises(TaskError, match="has steps: only run_task and the RL rollouts run them"):
+        await prepare(task)  # refactor jobs, regrading: never as one step
 
 
 def _refused(folder: Path) -> str:
@@ -184,23 +183,3 @@ def test_step_fields_not_run_are_refused_by_name(tmp_path: Path) -> None:
     assert "multi_step_reward_strategy: 'max' is not one of mean, final" in said
     assert "steps[1].agent.user: a step's own agent user is not supported" in said
     assert "steps/two/instruction.md: not found" in said
-
-
-async def test_the_cookbook_multi_step_task_runs(tmp_path: Path) -> None:
-    with tarfile.open(COOKBOOK) as tar:
-        tar.extractall(tmp_path, filter="data")
-    folder = tmp_path / "multi-step"
-    toml = folder / "task.toml"
-    said = _refused(folder)  # its steps' artifacts are what agentenv does not collect yet
-    assert "task.toml: steps[2].artifacts: collecting a step's artifacts" in said
-    assert "steps: multi-step" not in said
-    lines = toml.read_text().splitlines()
-    toml.write_text("\n".join(x for x in lines if not x.startswith("artifacts =")))
-    # its image is ubuntu:24.04 with apt-get (no registry, no internet here)
-    (folder / "environment" / "Dockerfile").write_text(f"FROM {BASE_IMAGE}\nWORKDIR /app\n")
-    task = load_task(folder)
-    assert task.multi_step is not None
-    assert [s.name for s in task.multi_step.steps] == ["scaffold", "implement", "document"]
-    oracle = await _run(folder, "oracle")
-    assert oracle.error is None and oracle.reward == 1.0, oracle
-    assert _steps(oracle) == [(n, 1.0, False) for n in ("scaffold", "implement", "document")]

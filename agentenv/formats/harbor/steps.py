@@ -7,7 +7,9 @@ the task's :class:`~agentenv.tasks.MultiStep`; run by :mod:`agentenv.runner.step
 
 Of a step's own tables, agentenv runs ``[steps.agent] timeout_sec``, ``[steps.verifier]
 timeout_sec`` and ``env``, and ``[steps.healthcheck]``; the rest (a step's user, network,
-verifier environment, artifacts) is refused naming the field."""
+verifier environment) is refused naming the field. A step's ``artifacts`` are read as the
+task's and collected after the step with the task's (Harbor appends them), under the
+episode's artifacts folder's ``steps/<name>/``."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from agentenv.formats.harbor.refused import NOT_YET, Bad
+from agentenv.formats.harbor.verifier import _artifact as artifact  # the task's reading
 from agentenv.problems import Problem
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -105,13 +108,24 @@ def _step(
     }
     if "healthcheck" in table:
         step["healthcheck"] = healthcheck({"healthcheck": table["healthcheck"]}, where)
+    step["artifacts"] = _artifacts(table.get("artifacts") or [], where, bad)
     return step
+
+
+def _artifacts(given: Any, where: str, bad: Bad) -> list[dict[str, Any]]:
+    """A step's ``artifacts``, read as the task's are (each problem named under the step)."""
+    if not isinstance(given, list):
+        bad(f"{where}.artifacts", f"{given!r} is not a list")
+        return []
+
+    def mine(field: str, why: str) -> None:
+        bad(f"{where}.{field}", why)
+
+    return [artifact(entry, i, mine) for i, entry in enumerate(given)]
 
 
 def _refuse_unrun(table: dict[str, Any], where: str, bad: Bad) -> None:
     """A step's fields agentenv does not run yet, each named."""
-    if table.get("artifacts"):
-        bad(f"{where}.artifacts", f"collecting a step's artifacts {NOT_YET}")
     for section, runs in _RUN.items():
         sub = table.get(section)
         for key in sub if isinstance(sub, dict) else ():
