@@ -4,12 +4,13 @@ our own.
 
 Where a server is and how it is reached: an ``sse`` or ``streamable-http`` server is a
 service of the task's compose file (its URL names the service, as the task's ``main`` sees
-it). The host connects to that service's container at its address on the group's private
-network, with the URL's own ``Host`` header, so the sandbox never gets a network for it;
-a URL naming anything else is refused when the tools are opened. ``stdio`` servers are not
-``stdio`` server is ``command`` + ``args`` run inside the sandbox as the agent's user, in
-its workdir, its stdin and stdout carried over the engine's exec
-(:mod:`agentenv.agent.mcp_stdio`), one process for the episode.
+it). The host connects to that service's container at its address on a network of the
+group's that only such services join (not ``main``; the group's own gives the host no
+address), with the URL's own ``Host`` header, so the sandbox never gets a network for it;
+a URL naming anything else is refused when the tools are opened. A ``stdio`` server is
+``command`` + ``args`` run inside the sandbox as the agent's user, in its workdir, its stdin
+and stdout carried over the engine's exec (:mod:`agentenv.agent.mcp_stdio`), one process
+for the episode.
 
 Each server's tools are listed once when the episode starts (a server that never answers
 is an infrastructure error, the task's environment did not come up); each tool is named
@@ -162,7 +163,7 @@ def _sdk() -> None:
 
 
 async def _endpoint(server: McpServer, sandbox: Sandbox) -> _Endpoint:
-    """The URL of ``server`` with its compose service's address on the group's network."""
+    """The URL of ``server`` with the address at which the host reaches its service."""
     assert server.url is not None  # an HTTP server's
     parts = urlsplit(server.url)
     host = parts.hostname or ""
@@ -181,16 +182,13 @@ async def _endpoint(server: McpServer, sandbox: Sandbox) -> _Endpoint:
 
 
 async def service_address(sandbox: Sandbox, service: str) -> str | None:
-    """The IP address of the compose service ``service`` beside ``sandbox`` on the group's
-    private network (the host is on that bridge), or None when ``sandbox`` has no such
-    service."""
+    """The IP address at which the host reaches the compose service ``service`` beside
+    ``sandbox`` (on a network of the group's that ``main`` does not join), or None when
+    ``sandbox`` has no such service."""
     group = getattr(sandbox, "group", None)  # a ComposeSandbox's ServiceGroup
     if group is None or service not in getattr(group, "containers", {}):
         return None
-    info = await group.engine.run(group.engine.api.inspect_container, group.containers[service])
-    networks = (info.get("NetworkSettings") or {}).get("Networks") or {}
-    address = (networks.get(group.project) or {}).get("IPAddress")
-    return str(address) if address else None
+    return str(await group.host_address(service))
 
 
 def _expand(server: McpServer, header: str, value: str) -> str:

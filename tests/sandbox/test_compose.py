@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -52,6 +53,26 @@ async def test_main_reaches_the_services_by_name_and_nothing_outside(group: Comp
         "python3 -c \"import socket; socket.create_connection(('1.1.1.1', 53), timeout=3)\""
     )
     assert not out.ok  # the group's network is internal: no route out
+
+
+async def test_the_host_is_out_of_reach_of_main(group: ComposeSandbox) -> None:
+    """The agent in ``main`` dials a port the host listens on, at the group network's
+    gateway address: an ``internal`` Docker network still gives the host an address there,
+    unless the bridge is made without one."""
+    with socket.create_server(("0.0.0.0", 0)) as listener:
+        port = listener.getsockname()[1]
+        route = (await group.exec("awk 'NR==2{print $3}' /proc/net/route")).stdout.strip()
+        dial = f"import socket; socket.create_connection(('{_gateway(route)}', {port}), timeout=2)"
+        assert not (await group.exec(f'python3 -c "{dial}"', timeout=30)).ok
+
+
+def _gateway(route: str) -> str:
+    """The dotted address of /proc/net/route's hex gateway (or destination) field; with
+    no host address on the bridge the table has no gateway, so the network's own subnet
+    start is dialled instead (still the host's, were it there)."""
+    if not route or int(route, 16) == 0:
+        return "0.0.0.0"
+    return ".".join(str(int(route[i : i + 2], 16)) for i in (6, 4, 2, 0))
 
 
 async def test_pause_freezes_every_service_and_resume_thaws_them_all(

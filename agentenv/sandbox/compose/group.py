@@ -51,6 +51,7 @@ class ServiceGroup:
         self.project = project
         self.spec = spec  # main's: the freezer choice, the TTL
         self.network: str | None = None
+        self.host_link: str | None = None  # a network only the services the host calls join
         self.volumes: list[str] = []
         self.containers: dict[str, str] = {}  # service → container id
         self.running: set[str] = set()  # services meant to run on (not one-shots)
@@ -88,6 +89,9 @@ class ServiceGroup:
             driver="bridge",
             internal=not internet,  # no route out: the services reach only each other
             labels=self._labels("network"),
+            # an internal bridge still gives the host an address on it, where the host's
+            # own listening ports answer: none, so the services reach only each other
+            options={} if internet else {"com.docker.network.bridge.inhibit_ipv4": "true"},
         )
         self.network = str(made["Id"])
 
@@ -272,6 +276,33 @@ class ServiceGroup:
             api.connect_container_to_network, container, self.project, aliases=[alias]
         )
 
+    async def host_address(self, service: str) -> str:
+        """The address at which the host reaches ``service`` (an MCP server the loop
+        calls): the group's own network gives the host no address (so ``main`` cannot dial
+        the host's ports), so the service alone also joins a network of the group's where
+        the host has one; ``main`` never joins it."""
+        api = self.engine.api
+        if self.host_link is None:
+            made = await self.engine.run(
+                api.create_network,
+                f"{self.project}-host",
+                driver="bridge",
+                internal=True,
+                labels=self._labels("network"),
+            )
+            self.host_link = str(made["Id"])
+        cid = self.containers[service]
+        info = await self.engine.run(api.inspect_container, cid)
+        networks = (info.get("NetworkSettings") or {}).get("Networks") or {}
+        if f"{self.project}-host" not in networks:
+            await self.engine.run(api.connect_container_to_network, cid, self.host_link)
+            info = await self.engine.run(api.inspect_container, cid)
+            networks = (info.get("NetworkSettings") or {}).get("Networks") or {}
+        address = (networks.get(f"{self.project}-host") or {}).get("IPAddress")
+        if not address:
+            raise SandboxError(f"compose service {service!r} has no address the host reaches")
+        return str(address)
+
     async def release(self) -> None:
         """One holder lets go; the last removes the group (:meth:`remove`)."""
         self.holders -= 1
@@ -295,9 +326,10 @@ class ServiceGroup:
 
         try:
             await _each(container, list(self.containers))
-            if self.network is not None:
-                with contextlib.suppress(docker.errors.NotFound):
-                    await self.engine.run(api.remove_network, self.network)
+            for network in (self.network, self.host_link):
+                if network is not None:
+                    with contextlib.suppress(docker.errors.NotFound):
+                        await self.engine.run(api.remove_network, network)
             for volume in self.volumes:
                 with contextlib.suppress(docker.errors.NotFound):
                     await self.engine.run(api.remove_volume, volume, force=True)
