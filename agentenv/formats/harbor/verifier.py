@@ -11,34 +11,51 @@ of its processes alive, and takes Harbor's shared mode only when a task names it
 
 from __future__ import annotations
 
+import math
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from agentenv.formats.harbor.refused import NOT_YET, Bad
+from agentenv.formats.harbor import dockerfile as dockerfiles
+from agentenv.formats.harbor.refused import NOT_YET, Bad, hardware
+from agentenv.problems import Problems
+from agentenv.sandbox.spec import parse_size
 
-# what agentenv takes from [verifier.environment]: its image; the rest of that table
-# (resources, env, a build) is the verifier container's, which is made like the agent's
-_VERIFIER_ENVIRONMENT = ("docker_image",)
+_MIB = 1 << 20
+# the keys of [verifier.environment] (a full Harbor [environment]) agentenv maps here (env
+# is test.sh's, in fields.py; gpus, tpu, os refused as the task's); its network keys stay
+# refused as not yet (the verifier's network is the agent's); those Harbor does not use in
+# a verifier's sandbox are refused, naming them
+_VERIFIER_ENVIRONMENT = (
+    "docker_image",
+    "cpus",
+    "memory_mb",
+    "storage_mb",
+    "memory",
+    "storage",
+    "workdir",
+    "build_timeout_sec",
+    "env",
+    "gpus",
+    "gpu_types",
+    "tpu",
+    "os",
+)
+_UNUSED = ("healthcheck", "mcp_servers", "skills_dir")  # Harbor runs none of them there
 _ARTIFACT = ("source", "destination", "exclude", "service")
 MANIFEST = "manifest.json"  # the collection's record in the artifacts folder
 
 
 def verifier_fields(raw: dict[str, Any], folder: Path, bad: Bad) -> dict[str, Any]:
-    """The ``harbor`` check's ``mode``, ``image`` and ``artifacts`` (those given), each
-    field agentenv does not run refused through ``bad``."""
+    """The ``harbor`` check's ``mode``, ``image``, ``environment``, ``artifacts`` and
+    ``collect`` (those given), each field agentenv does not run refused through ``bad``."""
     verifier = raw.get("verifier") if isinstance(raw.get("verifier"), dict) else {}
     assert isinstance(verifier, dict)
     mode = _mode(verifier, bad)
     fields: dict[str, Any] = {"mode": mode}
     environment = verifier.get("environment")
-    if isinstance(environment, dict):
-        for key in environment:
-            if key not in _VERIFIER_ENVIRONMENT:
-                bad(f"verifier.environment.{key}", f"a separate verifier's {key} {NOT_YET}")
-        if environment.get("docker_image") is not None:
-            fields["image"] = str(environment["docker_image"])
-    if (folder / "tests" / "Dockerfile").is_file():
-        bad("verifier", f"a verifier image built from tests/Dockerfile {NOT_YET}")
+    if mode == "separate":
+        own = environment if isinstance(environment, dict) else None
+        fields.update(_separate(own, folder, bad))
     artifacts = raw.get("artifacts") or []
     if isinstance(artifacts, list):
         fields["artifacts"] = [_artifact(a, i, bad) for i, a in enumerate(artifacts)]
@@ -50,6 +67,82 @@ def verifier_fields(raw: dict[str, Any], folder: Path, bad: Bad) -> dict[str, An
     else:
         bad("verifier.collect", f"{collect!r} is not a list of tables")
     return fields
+
+
+def _separate(environment: dict[str, Any] | None, folder: Path, bad: Bad) -> dict[str, Any]:
+    """A separate verifier's image and sandbox, as Harbor resolves them: ``[verifier.
+    environment] docker_image``, else an image built from ``tests/Dockerfile`` (context
+    tests/), both holding their tests (not uploaded), else the task's own image; the
+    resources and workdir of ``[verifier.environment]`` (the task's where unset)."""
+    fields: dict[str, Any] = {}
+    own: dict[str, Any] = {}
+    table = environment or {}
+    for key in table:
+        if key in _UNUSED:
+            bad(f"verifier.environment.{key}", "Harbor does not use it in a verifier's sandbox")
+        elif key not in _VERIFIER_ENVIRONMENT:  # network_mode, allowed_hosts, allow_internet
+            bad(f"verifier.environment.{key}", f"a separate verifier's {key} {NOT_YET}")
+    hardware(table, lambda field, why: bad(f"verifier.{field}", why))
+    tests = folder / "tests"
+    if table.get("docker_image") is not None:
+        fields["image"] = str(table["docker_image"])
+        own["bundled"] = True
+    elif (tests / "Dockerfile").is_file():
+        own |= {"dockerfile": "tests/Dockerfile", "bundled": True}
+        try:
+            own["workdir"] = dockerfiles.workdir(tests / "Dockerfile")
+        except Problems as e:
+            bad("verifier", f"tests/Dockerfile: {e.problems[0].message}")
+    elif (tests / "docker-compose.yaml").is_file():
+        bad("verifier", f"a verifier environment of tests/docker-compose.yaml {NOT_YET}")
+    own |= _resources(table, bad)
+    fields["environment"] = own
+    return fields
+
+
+def _resources(table: dict[str, Any], bad: Bad) -> dict[str, Any]:
+    """cpus, memory, disk, workdir and build_timeout_s of ``[verifier.environment]``."""
+    out: dict[str, Any] = {}
+    for key, field in (("cpus", "cpus"), ("build_timeout_sec", "build_timeout_s")):
+        if key in table:
+            number = _positive(table[key])
+            if number is None:
+                bad(f"verifier.environment.{key}", f"{table[key]!r} is not a number above 0")
+            else:
+                out[field] = number
+    for key, field in (("memory", "memory"), ("storage", "disk")):
+        size: int | None = None
+        if f"{key}_mb" in table:
+            mib = _positive(table[f"{key}_mb"])
+            size = None if mib is None else int(mib * _MIB)
+            key = f"{key}_mb"
+        elif key in table:
+            try:
+                size = parse_size(str(table[key]))
+            except ValueError:
+                size = None
+        else:
+            continue
+        if size is None or size <= 0:
+            bad(f"verifier.environment.{key}", f"{table[key]!r} is not a size above 0")
+        else:
+            out[field] = size
+    workdir = table.get("workdir")
+    if workdir is not None:
+        if isinstance(workdir, str) and workdir.startswith("/"):
+            out["workdir"] = workdir
+        else:
+            bad("verifier.environment.workdir", f"{workdir!r} is not an absolute path")
+    return out
+
+
+def _positive(value: Any) -> float | None:
+    """``value`` as a number above 0 (a number in a string too, as Harbor reads it)."""
+    try:
+        number = float(value) if not isinstance(value, bool) else math.nan
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) and number > 0 else None
 
 
 def _mode(verifier: dict[str, Any], bad: Bad) -> str:
