@@ -16,10 +16,12 @@ from pathlib import Path
 
 import pytest
 
+from agentenv.errors import TaskError
 from agentenv.runner.episode import run_task
 from agentenv.runner.policy import Policies
 from agentenv.sandbox.images import BASE_IMAGE
 from agentenv.tasks import Task, load_task
+from agentenv.verify.kinds.harbor import HarborCheck
 
 pytestmark = pytest.mark.anyio
 
@@ -67,3 +69,117 @@ async def test_an_artifact_linked_to_the_answer_key_is_not_followed(tmp_path: Pa
     solve = "ln -s /tests/expected.txt /app/answer.txt\n"
     task = load_task(_task(tmp_path, "linked", LINKED, COMPARE, solve))
     assert await _oracle(task) == 0.0
+
+
+@pytest.mark.no_docker
+def test_verifier_environment_keys_load_or_are_refused_by_name(tmp_path: Path) -> None:
+    toml = LINKED + (
+        "[verifier.environment]\n"
+        'cpus = 0.5\nmemory_mb = 512\nstorage_mb = 1024\nworkdir = "/srv/check"\n'
+        'build_timeout_sec = 120\nenv = { LEVEL = "${AGENTENV_UNSET_X:-deep}" }\n'
+    )
+    check = load_task(_task(tmp_path, "keys", toml, COMPARE, "")).verifier
+    assert isinstance(check, HarborCheck)
+    own = check.environment
+    assert (own.cpus, own.memory, own.disk) == (0.5, 512 << 20, 1024 << 20)
+    assert (own.workdir, own.build_timeout_s, own.bundled) == ("/srv/check", 120.0, False)
+    assert check.env == {"LEVEL": "deep"}  # its own env, not the task's
+    for line, field in {
+        'network_mode = "public"': "verifier.environment.network_mode",  # the network's
+        "gpus = 1": "verifier.environment.gpus",
+        'healthcheck = { command = "true" }': "verifier.environment.healthcheck",
+        "memory_mb = -1": "verifier.environment.memory_mb",
+    }.items():
+        folder = _task(tmp_path, "bad", LINKED + f"[verifier.environment]\n{line}\n", COMPARE, "")
+        with pytest.raises(TaskError) as e:
+            load_task(folder)
+        assert field in str(e.value), (line, str(e.value))
+    image = LINKED + '[verifier.environment]\ndocker_image = "x/checker:1"\n'
+    folder = _task(tmp_path, "img", image, COMPARE, "")
+    (folder / "tests" / "test.sh").unlink()  # the image holds its tests, as in Harbor
+    check = load_task(folder).verifier
+    assert isinstance(check, HarborCheck)
+    assert (check.image, check.environment.bundled) == ("x/checker:1", True)
+
+
+DOCKERFILE = f"""\
+FROM {BASE_IMAGE}
+WORKDIR /srv/check
+COPY verify.sh /tests/test.sh
+COPY expected.txt /tests/
+RUN echo baked > /srv/check/tool.txt
+"""
+
+COMPOSE = """\
+services:
+  main: {}
+  db:
+    image: agentenv/base:bookworm
+    command:
+      - sh
+      - -c
+      - mkdir -p /data; echo rows > /data/dump.txt; echo noise > /data/x.log; sleep infinity
+"""
+
+SEPARATE = """
+artifacts = [
+  "/app/answer.txt",
+  { source = "/app/res", exclude = ["*.log"] },
+  { source = "/data", service = "db", exclude = ["*.log"] },
+]
+
+[verifier]
+timeout_sec = 60.0
+environment_mode = "separate"
+
+[verifier.environment]
+cpus = 0.5
+env = { LEVEL = "${AGENTENV_UNSET_X:-deep}" }
+"""
+
+# everything the verifier sees, as one line of reward 1 or 0 with what failed
+FULL = """\
+fail=""
+[ "$(cat /app/answer.txt)" = "$(cat /tests/expected.txt)" ] || fail="$fail answer"
+[ -f /app/res/kept.txt ] && [ ! -e /app/res/run.log ] || fail="$fail res-exclude"
+[ "$(cat /data/dump.txt)" = rows ] && [ ! -e /data/x.log ] || fail="$fail db-artifact"
+[ ! -e /app/planted.txt ] || fail="$fail planted"
+[ ! -e /app/res/link ] || fail="$fail link"
+[ "$LEVEL" = deep ] || fail="$fail env"
+[ "$(pwd)" = /srv/check ] && [ "$(cat tool.txt)" = baked ] || fail="$fail image-workdir"
+q=$(cat /sys/fs/cgroup/cpu/cpu.cfs_quota_us 2>/dev/null || cut -d' ' -f1 /sys/fs/cgroup/cpu.max)
+p=$(cat /sys/fs/cgroup/cpu/cpu.cfs_period_us 2>/dev/null || cut -d' ' -f2 /sys/fs/cgroup/cpu.max)
+[ $((q * 2)) = "$p" ] || fail="$fail cpus:$q/$p"  # 0.5 of a core
+echo "failed:$fail"
+if [ -z "$fail" ]; then echo 1; else echo 0; fi > /logs/verifier/reward.txt
+"""
+
+HONEST = """\
+echo "the key" > /app/answer.txt
+mkdir -p /app/res && echo k > /app/res/kept.txt && echo n > /app/res/run.log
+ln -s /tests /app/res/link
+echo 1 > /app/planted.txt
+"""
+
+
+async def test_a_verifier_image_from_tests_with_its_env_cpus_workdir_and_side_artifact(
+    tmp_path: Path,
+) -> None:
+    # tests/test.sh would score 0: the image's own test.sh (verify.sh) must run, as Harbor
+    # does not upload tests/ into a verifier image that holds them
+    folder = _task(tmp_path, "full", SEPARATE, "echo 0 > /logs/verifier/reward.txt\n", HONEST)
+    (folder / "tests" / "verify.sh").write_text("#!/bin/bash\n" + FULL)
+    (folder / "tests" / "Dockerfile").write_text(DOCKERFILE)
+    (folder / "environment" / "docker-compose.yaml").write_text(COMPOSE)
+    task = load_task(folder)
+    check = task.verifier
+    assert isinstance(check, HarborCheck)
+    assert (check.environment.dockerfile, check.environment.bundled) == ("tests/Dockerfile", True)
+    assert check.environment.workdir == "/srv/check"  # the verifier image's WORKDIR
+    policies = Policies("oracle")
+    try:
+        traj, _ = await run_task(task, policies.for_task(task))
+    finally:
+        await policies.aclose()
+    assert traj.score is not None and traj.score.error is None, traj.score
+    assert traj.reward == 1.0, traj.score.checks[0].detail
