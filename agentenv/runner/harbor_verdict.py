@@ -45,7 +45,14 @@ from agentenv.sandbox.errors import EngineUnavailable, SandboxUnavailable
 from agentenv.sandbox.images import BASE_IMAGE, dockerfile_image
 from agentenv.sandbox.protocol import Sandbox
 from agentenv.verify.base import CHECKER_CAPS
-from agentenv.verify.kinds.harbor import LOGS, NAME, TESTS, HarborCheck, verify_in_sandbox
+from agentenv.verify.kinds.harbor import (
+    LOGS,
+    NAME,
+    TESTS,
+    HarborCheck,
+    HarborVerifierEnvironment,
+    verify_in_sandbox,
+)
 from agentenv.verify.score import CheckResult, Score
 
 if TYPE_CHECKING:
@@ -106,6 +113,34 @@ def separate_spec(prepared: Prepared, check: HarborCheck) -> SandboxSpec:
         image = dockerfile_image(BASE_IMAGE, dockerfile, f"{task.id}-verifier")
         update |= {"image": image, "dockerfile": dockerfile}
     return spec.model_copy(update=update)
+
+
+_IMAGE = ("dockerfile", "bundled")  # where a verifier's image comes from
+
+
+def step_check(check: HarborCheck, own: dict[str, object], env: dict[str, str]) -> HarborCheck:
+    """``check`` for a step with a separate verifier of its own (``TaskStep.
+    verifier_environment``), as Harbor resolves it: the step's image, else its
+    ``tests/Dockerfile``'s, else the task's verifier's; the step's resources when it has a
+    ``[steps.verifier.environment]`` (else the task's); its environment's env under the
+    step's ``[steps.verifier] env``, over the task's."""
+    given = own["environment"]
+    assert isinstance(given, dict)
+    task_env = check.environment.model_dump(exclude_none=True, exclude_defaults=True)
+    falls = own.get("image") is None and "dockerfile" not in given  # to the task's image
+    base = {k: v for k, v in task_env.items() if k in _IMAGE} if falls else {}
+    if not own.get("own"):
+        base |= {k: v for k, v in task_env.items() if k not in _IMAGE}
+    step_env = own.get("env") or {}
+    assert isinstance(step_env, dict)
+    return check.model_copy(
+        update={
+            "mode": "separate",
+            "image": own.get("image") or (check.image if falls else None),
+            "environment": HarborVerifierEnvironment.model_validate({**base, **given}),
+            "env": {**check.env, **step_env, **env},
+        }
+    )
 
 
 async def harbor_verdict(prepared: Prepared, final: Final) -> Score:
@@ -316,4 +351,5 @@ __all__ = [
     "harbor_verdict",
     "runs_apart",
     "separate_spec",
+    "step_check",
 ]

@@ -43,7 +43,7 @@ from agentenv.log import get_logger
 from agentenv.model.client import EventCallback
 from agentenv.model.types import ChatModel
 from agentenv.runner.episode import Final, Prepared, finish, prepare, release, start_sandbox
-from agentenv.runner.harbor_verdict import harbor_verdict
+from agentenv.runner.harbor_verdict import harbor_verdict, step_check
 from agentenv.runner.healthcheck import HealthcheckFailed, wait_healthy
 from agentenv.runner.workspace import workspace_tar
 from agentenv.sandbox import Sandbox, SandboxError, remove_snapshot
@@ -78,6 +78,8 @@ def step_task(task: Task, step: TaskStep, into: Path) -> Task:
             "env": {**task.verifier.env, **step.verifier_env},
         }
     )
+    if step.verifier_environment is not None:
+        check = step_check(check, step.verifier_environment, step.verifier_env)
     limits = task.limits
     if step.wall_time_s is not None:
         limits = limits.model_copy(update={"wall_time_s": step.wall_time_s})

@@ -183,3 +183,79 @@ async def test_a_verifier_image_from_tests_with_its_env_cpus_workdir_and_side_ar
         await policies.aclose()
     assert traj.score is not None and traj.score.error is None, traj.score
     assert traj.reward == 1.0, traj.score.checks[0].detail
+
+
+STEPS = """\
+schema_version = "1.1"
+artifacts = ["/app/a.txt"]
+
+[verifier]
+timeout_sec = 60.0
+environment_mode = "separate"
+
+[verifier.environment]
+env = { LEVEL = "task" }
+
+[[steps]]
+name = "one"
+
+[[steps]]
+name = "two"
+
+[steps.verifier.environment]
+workdir = "/srv/two"
+env = { LEVEL = "two" }
+"""
+
+STEP_FILES = {
+    "environment/Dockerfile": f"FROM {BASE_IMAGE}\nWORKDIR /app\n",
+    "tests/test.sh": '[ "$LEVEL" = task ] && [ "$(cat /app/a.txt)" = one ] && r=1 || r=0\n'
+    "echo $r > /logs/verifier/reward.txt\n",
+    "steps/one/instruction.md": "Write one to /app/a.txt.\n",
+    "steps/one/solution/solve.sh": "echo one > /app/a.txt\n",
+    "steps/two/instruction.md": "Leave it.\n",
+    "steps/two/solution/solve.sh": "echo two > /app/planted.txt\n",
+    # the step's own verifier image, its tests bundled (steps/two/tests/test.sh is not
+    # there: Harbor does not need it then)
+    "steps/two/tests/Dockerfile": f"FROM {BASE_IMAGE}\nRUN mkdir -p /srv/two /tests\n"
+    "COPY check.sh /tests/test.sh\n",
+    "steps/two/tests/check.sh": "ok=1\n"
+    '[ "$LEVEL" = two ] && [ "$(pwd)" = /srv/two ] || ok=0\n'
+    '[ "$(cat /app/a.txt)" = one ] && [ ! -e /app/planted.txt ] || ok=0\n'
+    'echo "level=$LEVEL pwd=$(pwd)"; echo $ok > /logs/verifier/reward.txt\n',
+}
+
+
+async def test_a_step_with_a_verifier_of_its_own(tmp_path: Path) -> None:
+    folder = tmp_path / "steps-own"
+    for name, text in {"task.toml": STEPS, **STEP_FILES}.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(text)
+    task = load_task(folder)
+    assert task.multi_step is not None
+    one, two = task.multi_step.steps
+    assert one.verifier_environment is None  # the task's separate verifier
+    assert two.verifier_environment is not None
+    assert two.verifier_environment["environment"]["bundled"] is True
+    policies = Policies("oracle")
+    try:
+        traj, _ = await run_task(task, policies.for_task(task))
+    finally:
+        await policies.aclose()
+    assert traj.score is not None and traj.score.error is None, traj.score
+    rewards = {s.name: s.reward for s in traj.score.steps}
+    assert rewards == {"one": 1.0, "two": 1.0}, traj.score
+
+
+@pytest.mark.no_docker
+def test_a_step_graded_elsewhere_than_the_tasks_kind_is_refused(tmp_path: Path) -> None:
+    folder = tmp_path / "steps-shared"
+    toml = STEPS.replace(
+        'name = "one"', 'name = "one"\n[steps.verifier]\nenvironment_mode = "shared"'
+    )
+    for name, text in {"task.toml": toml, **STEP_FILES}.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(text)
+    with pytest.raises(TaskError) as e:
+        load_task(folder)
+    assert "steps[0].verifier.environment_mode" in str(e.value)

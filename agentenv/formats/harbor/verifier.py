@@ -16,6 +16,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from agentenv.formats.harbor import dockerfile as dockerfiles
+from agentenv.formats.harbor.envvars import resolve
 from agentenv.formats.harbor.refused import NOT_YET, Bad, hardware
 from agentenv.problems import Problems
 from agentenv.sandbox.spec import parse_size
@@ -74,40 +75,49 @@ def _separate(environment: dict[str, Any] | None, folder: Path, bad: Bad) -> dic
     environment] docker_image``, else an image built from ``tests/Dockerfile`` (context
     tests/), both holding their tests (not uploaded), else the task's own image; the
     resources and workdir of ``[verifier.environment]`` (the task's where unset)."""
+    return separate_fields(environment, folder / "tests", "tests/Dockerfile", "verifier", bad)
+
+
+def separate_fields(
+    environment: dict[str, Any] | None, tests: Path, dockerfile: str, where: str, bad: Bad
+) -> dict[str, Any]:
+    """The ``image`` and ``environment`` of a separate verifier whose
+    ``[verifier.environment]`` table is ``environment`` (at ``where``.environment) and
+    whose tests are the folder ``tests`` (its ``Dockerfile`` named ``dockerfile`` in the
+    check): its image, else one built from ``tests/Dockerfile``; its resources."""
     fields: dict[str, Any] = {}
     own: dict[str, Any] = {}
     table = environment or {}
     for key in table:
         if key in _UNUSED:
-            bad(f"verifier.environment.{key}", "Harbor does not use it in a verifier's sandbox")
+            bad(f"{where}.environment.{key}", "Harbor does not use it in a verifier's sandbox")
         elif key not in _VERIFIER_ENVIRONMENT:  # network_mode, allowed_hosts, allow_internet
-            bad(f"verifier.environment.{key}", f"a separate verifier's {key} {NOT_YET}")
-    hardware(table, lambda field, why: bad(f"verifier.{field}", why))
-    tests = folder / "tests"
+            bad(f"{where}.environment.{key}", f"a separate verifier's {key} {NOT_YET}")
+    hardware(table, lambda field, why: bad(f"{where}.{field}", why))
     if table.get("docker_image") is not None:
         fields["image"] = str(table["docker_image"])
         own["bundled"] = True
     elif (tests / "Dockerfile").is_file():
-        own |= {"dockerfile": "tests/Dockerfile", "bundled": True}
+        own |= {"dockerfile": dockerfile, "bundled": True}
         try:
             own["workdir"] = dockerfiles.workdir(tests / "Dockerfile")
         except Problems as e:
-            bad("verifier", f"tests/Dockerfile: {e.problems[0].message}")
+            bad(where, f"{dockerfile}: {e.problems[0].message}")
     elif (tests / "docker-compose.yaml").is_file():
-        bad("verifier", f"a verifier environment of tests/docker-compose.yaml {NOT_YET}")
-    own |= _resources(table, bad)
+        bad(where, f"a verifier environment of {tests.name}/docker-compose.yaml {NOT_YET}")
+    own |= _resources(table, where, bad)
     fields["environment"] = own
     return fields
 
 
-def _resources(table: dict[str, Any], bad: Bad) -> dict[str, Any]:
+def _resources(table: dict[str, Any], where: str, bad: Bad) -> dict[str, Any]:
     """cpus, memory, disk, workdir and build_timeout_s of ``[verifier.environment]``."""
     out: dict[str, Any] = {}
     for key, field in (("cpus", "cpus"), ("build_timeout_sec", "build_timeout_s")):
         if key in table:
             number = _positive(table[key])
             if number is None:
-                bad(f"verifier.environment.{key}", f"{table[key]!r} is not a number above 0")
+                bad(f"{where}.environment.{key}", f"{table[key]!r} is not a number above 0")
             else:
                 out[field] = number
     for key, field in (("memory", "memory"), ("storage", "disk")):
@@ -124,7 +134,7 @@ def _resources(table: dict[str, Any], bad: Bad) -> dict[str, Any]:
         else:
             continue
         if size is None or size <= 0:
-            bad(f"verifier.environment.{key}", f"{table[key]!r} is not a size above 0")
+            bad(f"{where}.environment.{key}", f"{table[key]!r} is not a size above 0")
         else:
             out[field] = size
     workdir = table.get("workdir")
@@ -132,7 +142,7 @@ def _resources(table: dict[str, Any], bad: Bad) -> dict[str, Any]:
         if isinstance(workdir, str) and workdir.startswith("/"):
             out["workdir"] = workdir
         else:
-            bad("verifier.environment.workdir", f"{workdir!r} is not an absolute path")
+            bad(f"{where}.environment.workdir", f"{workdir!r} is not an absolute path")
     return out
 
 
@@ -143,6 +153,46 @@ def _positive(value: Any) -> float | None:
     except (TypeError, ValueError):
         return None
     return number if math.isfinite(number) and number > 0 else None
+
+
+def task_mode(raw: dict[str, Any]) -> str:
+    """The task's check ``mode`` as :func:`verifier_fields` makes it (a bad value: final)."""
+    verifier = raw.get("verifier") if isinstance(raw.get("verifier"), dict) else {}
+    assert isinstance(verifier, dict)
+    return _mode(verifier, lambda field, why: None)
+
+
+def step_verifier(
+    verifier: dict[str, Any], step_dir: Path, mode: str, where: str, bad: Bad
+) -> dict[str, Any] | None:
+    """A step's own separate verifier (Harbor's ``[steps.verifier] environment_mode`` and
+    ``[steps.verifier.environment]``, and ``steps/<name>/tests/Dockerfile``) over the task's
+    ``mode``: the check's ``mode``, ``image`` and ``environment`` for the step, with
+    ``own`` (its resources replace the task's) and ``env`` (its environment's env); None
+    when the step verifies as the task does. A step graded elsewhere than the task's kind
+    of place (its agent's sandbox or not) is refused, not yet."""
+    given, table = verifier.get("environment_mode"), verifier.get("environment")
+    field = f"{where}.verifier"
+    if given not in (None, "shared", "separate"):
+        bad(f"{field}.environment_mode", f"{given!r} is not 'shared' or 'separate'")
+        return None
+    if table is not None and not isinstance(table, dict):
+        bad(f"{field}.environment", "must be a table")
+        return None
+    step_mode = given or ("separate" if table is not None else None)
+    if step_mode is not None and (step_mode == "shared") != (mode == "shared"):
+        why = f"{step_mode!r} where the task's verifier is {mode!r}: "
+        bad(f"{field}.environment_mode", why + f"a step's own kind of verifier {NOT_YET}")
+        return None
+    tests = step_dir / "tests"
+    dockerfile = (tests / "Dockerfile").is_file()
+    if mode != "separate" and step_mode != "separate":
+        return None  # final or shared, as the task's (a tests/Dockerfile is a file then)
+    if step_mode is None and not dockerfile and mode == "separate":
+        return None  # the task's separate verifier
+    out = separate_fields(table, tests, str(tests / "Dockerfile"), field, bad)
+    env = resolve(table.get("env") if table else None, f"{field}.environment.env", bad)
+    return {**out, "mode": "separate", "own": table is not None, "env": env}
 
 
 def _mode(verifier: dict[str, Any], bad: Bad) -> str:
