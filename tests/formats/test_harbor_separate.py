@@ -100,6 +100,15 @@ def test_verifier_environment_keys_load_or_are_refused_by_name(tmp_path: Path) -
     check = load_task(folder).verifier
     assert isinstance(check, HarborCheck)
     assert (check.image, check.environment.bundled) == ("x/checker:1", True)
+    # a verifier image from tests/ (deep-swe's: FROM the task's image, its tests COPYed in)
+    folder = _task(tmp_path, "built", LINKED, COMPARE, "")
+    (folder / "tests" / "Dockerfile").write_text(f"FROM {BASE_IMAGE}\nCOPY test.sh /tests/\n")
+    check = load_task(folder).verifier
+    assert isinstance(check, HarborCheck)
+    assert check.environment.model_dump(exclude_none=True) == {
+        "dockerfile": "tests/Dockerfile",
+        "bundled": True,  # no WORKDIR of its own: the task's workdir, as its base's
+    }
 
 
 DOCKERFILE = f"""\

@@ -12,6 +12,7 @@ of its processes alive, and takes Harbor's shared mode only when a task names it
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -99,8 +100,10 @@ def separate_fields(
         own["bundled"] = True
     elif (tests / "Dockerfile").is_file():
         own |= {"dockerfile": dockerfile, "bundled": True}
-        try:
-            own["workdir"] = dockerfiles.workdir(tests / "Dockerfile")
+        text = (tests / "Dockerfile").read_text(errors="replace")
+        try:  # without a WORKDIR of its own it keeps its base's (the task's image, often)
+            if re.search(r"^\s*WORKDIR\s", text, re.IGNORECASE | re.MULTILINE):
+                own["workdir"] = dockerfiles.workdir(tests / "Dockerfile")
         except Problems as e:
             bad(where, f"{dockerfile}: {e.problems[0].message}")
     elif (tests / "docker-compose.yaml").is_file():
