@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import sys
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -81,6 +81,10 @@ class TaskStep(BaseModel):
     wall_time_s: float | None = Field(None, gt=0)  # the agent's, else the task's
     verifier_timeout_s: float | None = Field(None, gt=0)  # test.sh's, else the task's
     verifier_env: dict[str, str] = {}  # on top of the task's verifier env
+    # its own separate verifier (Harbor's [steps.verifier.environment], a
+    # steps/<name>/tests/Dockerfile): the harbor check's mode, image and environment for
+    # it, `own` (its resources replace the task's) and `env` (formats/harbor/verifier.py)
+    verifier_environment: dict[str, Any] | None = None
     healthcheck: Healthcheck | None = None  # after its setup, before the agent
     # collected with the task's after the step (Harbor's: appended to them), under the
     # episode's artifacts folder's steps/<name>/

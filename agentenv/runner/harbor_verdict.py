@@ -24,6 +24,8 @@ verifies (what doing nothing earns); only one the clean state also gets stays an
 
 from __future__ import annotations
 
+import json
+import tarfile
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -33,14 +35,24 @@ from typing import TYPE_CHECKING
 import anyio
 
 from agentenv import scratch
+from agentenv.archive import Archive
 from agentenv.formats.harbor.compose import start_compose
 from agentenv.log import get_logger
+from agentenv.runner.artifacts import MANIFEST
 from agentenv.runner.system_changes import findings
 from agentenv.sandbox import SandboxSpec, create
-from agentenv.sandbox.errors import ArchiveTooLarge, EngineUnavailable, SandboxUnavailable
+from agentenv.sandbox.errors import EngineUnavailable, SandboxUnavailable
+from agentenv.sandbox.images import BASE_IMAGE, dockerfile_image
 from agentenv.sandbox.protocol import Sandbox
 from agentenv.verify.base import CHECKER_CAPS
-from agentenv.verify.kinds.harbor import ARTIFACTS, NAME, HarborCheck, verify_in_sandbox
+from agentenv.verify.kinds.harbor import (
+    LOGS,
+    NAME,
+    TESTS,
+    HarborCheck,
+    HarborVerifierEnvironment,
+    verify_in_sandbox,
+)
 from agentenv.verify.score import CheckResult, Score
 
 if TYPE_CHECKING:
@@ -48,8 +60,6 @@ if TYPE_CHECKING:
     from agentenv.sandbox.compose.sandbox import KeptServices
 
 log = get_logger(__name__)
-
-MAX_ARTIFACTS = 512 << 20  # bytes of one artifact carried into a separate verifier
 
 
 def runs_apart(check: object) -> bool:
@@ -83,6 +93,59 @@ def verifier_spec(prepared: Prepared, image: str) -> SandboxSpec:
     )
 
 
+def separate_spec(prepared: Prepared, check: HarborCheck) -> SandboxSpec:
+    """A ``separate`` verifier's sandbox, as Harbor resolves it: ``[verifier.environment]
+    docker_image``, else the image built from ``tests/Dockerfile`` (context tests/), else
+    the task's; its cpus, memory, disk, workdir and build timeout where given."""
+    task, own = prepared.task, check.environment
+    spec = verifier_spec(prepared, check.image or prepared.image)
+    update: dict[str, object] = {
+        k: v
+        for k, v in {
+            "cpus": own.cpus,
+            "memory": own.memory,
+            "disk": own.disk,
+            "workdir": own.workdir,
+            "build_timeout_s": own.build_timeout_s,
+        }.items()
+        if v is not None
+    }
+    if own.dockerfile is not None and check.image is None:
+        assert task.folder is not None  # a Harbor task is loaded from its folder
+        dockerfile = task.folder / own.dockerfile
+        image = dockerfile_image(BASE_IMAGE, dockerfile, f"{task.id}-verifier")
+        update |= {"image": image, "dockerfile": dockerfile}
+    return spec.model_copy(update=update)
+
+
+_IMAGE = ("dockerfile", "bundled")  # where a verifier's image comes from
+
+
+def step_check(check: HarborCheck, own: dict[str, object], env: dict[str, str]) -> HarborCheck:
+    """``check`` for a step with a separate verifier of its own (``TaskStep.
+    verifier_environment``), as Harbor resolves it: the step's image, else its
+    ``tests/Dockerfile``'s, else the task's verifier's; the step's resources when it has a
+    ``[steps.verifier.environment]`` (else the task's); its environment's env under the
+    step's ``[steps.verifier] env``, over the task's."""
+    given = own["environment"]
+    assert isinstance(given, dict)
+    task_env = check.environment.model_dump(exclude_none=True, exclude_defaults=True)
+    falls = own.get("image") is None and "dockerfile" not in given  # to the task's image
+    base = {k: v for k, v in task_env.items() if k in _IMAGE} if falls else {}
+    if not own.get("own"):
+        base |= {k: v for k, v in task_env.items() if k not in _IMAGE}
+    step_env = own.get("env") or {}
+    assert isinstance(step_env, dict)
+    return check.model_copy(
+        update={
+            "mode": "separate",
+            "image": own.get("image") or (check.image if falls else None),
+            "environment": HarborVerifierEnvironment.model_validate({**base, **given}),
+            "env": {**check.env, **step_env, **env},
+        }
+    )
+
+
 async def harbor_verdict(prepared: Prepared, final: Final) -> Score:
     """The Harbor task's score for the agent's final state, by its check's ``mode``, with
     the system files the agent changed listed (and scored 0 when the task says so)."""
@@ -95,7 +158,7 @@ async def harbor_verdict(prepared: Prepared, final: Final) -> Score:
     else:
         assert final.snapshot is not None, "a Harbor task verified apart is verify_in=final"
         async with _kept(prepared, final.snapshot.ref) as beside:
-            score = await _graded_apart(prepared, check, final.snapshot.ref, beside)
+            score = await _graded_apart(prepared, check, final, beside)
     return flag_changes(score, check, final.system_changes)
 
 
@@ -112,16 +175,19 @@ async def _kept(prepared: Prepared, snapshot: str) -> AsyncIterator[KeptServices
 
 
 async def _graded_apart(
-    prepared: Prepared, check: HarborCheck, source: str, beside: KeptServices | None = None
+    prepared: Prepared, check: HarborCheck, final: Final, beside: KeptServices | None = None
 ) -> Score:
-    """Grade from ``source`` (the agent's snapshot; beside the services it kept, if any),
-    once more in a new sandbox if the first is lost; an error there is the agent's 0 if
-    the clean prepared state grades."""
+    """Grade the agent's final state (its snapshot, beside the services it kept, if any;
+    or, ``separate``, the artifacts collected from it), once more in a new sandbox if the
+    first is lost; an error there is the agent's 0 if the clean prepared state grades."""
+    assert final.snapshot is not None
     started = time.monotonic()
     why = ""
     for _ in range(2):
         try:
-            score = await grade_from(prepared, check, source, beside)
+            score = await grade_from(
+                prepared, check, final.snapshot.ref, beside, artifacts=final.artifacts
+            )
         except EngineUnavailable:
             raise
         except SandboxUnavailable as e:
@@ -162,74 +228,98 @@ async def _blame_or_error(
 
 
 async def grade_from(
-    prepared: Prepared, check: HarborCheck, source: str, beside: KeptServices | None = None
+    prepared: Prepared,
+    check: HarborCheck,
+    source: str,
+    beside: KeptServices | None = None,
+    *,
+    artifacts: Archive | None = None,
 ) -> Score:
     """Run test.sh in a new sandbox: of ``source`` (``final``; a compose task's beside the
-    services ``beside``, or fresh ones), or of the verifier's image with ``source``'s
-    artifacts copied in (``separate``). Removed afterwards (the kept services stay)."""
+    services ``beside``, or fresh ones), or of the verifier's own image (``separate``) with
+    the ``artifacts`` collected from the agent's final state laid at their paths (none for
+    the clean prepared state). Removed afterwards (the kept services stay)."""
     task = prepared.task
     assert task.tests is not None  # a Harbor task always has tests/ (checked at load)
     with scratch.folder("artifacts") as tmp:
-        carried: list[tuple[str, str]] = []
         if check.mode == "separate":
-            carried = await _take_artifacts(prepared, check, source, tmp)
-        image = source if check.mode == "final" else (check.image or prepared.image)
-        box = await _verifier_box(prepared, check, image, beside)
+            spec = separate_spec(prepared, check)
+            tar = Path(tmp) / "carried.tar"
+            parents = carried_tar(artifacts, tar) if artifacts is not None else []
+            box = await create(spec)
+        else:
+            spec, parents = verifier_spec(prepared, source), []
+            box = await _verifier_box(prepared, check, spec, beside)
         try:
-            await _put_artifacts(box, carried)
-            return await verify_in_sandbox(box, task.tests, check, task.workdir)
+            if parents:
+                await _put_artifacts(box, tar, parents)
+            return await verify_in_sandbox(box, task.tests, check, spec.workdir)
         finally:
             with anyio.CancelScope(shield=True):
                 await box.close()
 
 
 async def _verifier_box(
-    prepared: Prepared, check: HarborCheck, image: str, beside: KeptServices | None
+    prepared: Prepared, check: HarborCheck, spec: SandboxSpec, beside: KeptServices | None
 ) -> Sandbox:
-    """test.sh's sandbox of ``image``: a new ``main`` beside the kept services, a new
-    compose group (a compose task's clean state, or a snapshot whose services are gone),
-    or a lone sandbox (``separate``, as Harbor's, and every task without compose)."""
-    spec = verifier_spec(prepared, image)
+    """test.sh's sandbox of the agent's final state: a new ``main`` beside the kept
+    services, a new compose group (a compose task's clean state, or a snapshot whose
+    services are gone), or a lone sandbox (every task without compose)."""
     if beside is not None:
         return await beside.create(spec)
-    if prepared.task.compose is not None and check.mode != "separate":
+    if prepared.task.compose is not None:
         return await start_compose(prepared.task, spec)
     return await create(spec)
 
 
-async def _take_artifacts(
-    prepared: Prepared, check: HarborCheck, source: str, tmp: str
-) -> list[tuple[str, str]]:
-    """Each declared artifact (and ``/logs/artifacts``) as a tar read from a sandbox of
-    ``source``, with none of the agent's processes: ``(tar path, where it goes)``."""
-    mains = [a for a in check.artifacts if a.service in (None, "main")]  # a side's is not here
-    paths = dict.fromkeys([ARTIFACTS, *(a.source.rstrip("/") or "/" for a in mains)])
-    box = await create(verifier_spec(prepared, source))
-    taken = []
-    try:
-        for i, path in enumerate(paths):
-            tar = f"{tmp}/{i}.tar"
-            try:
-                await box.download_to(path, Path(tar), max_bytes=MAX_ARTIFACTS)
-            except FileNotFoundError:
-                continue  # Harbor skips an artifact that is not there
-            except ArchiveTooLarge as e:
-                log.info("harbor.artifact_too_large", path=path, error=str(e))
-                continue
-            taken.append((tar, str(PurePosixPath(path).parent)))
-    finally:
-        with anyio.CancelScope(shield=True):
-            await box.close()
-    return taken
+def carried_tar(artifacts: Archive, tar: Path) -> list[str]:
+    """Write to ``tar`` the collected artifacts (:mod:`agentenv.runner.artifacts`: only
+    regular files and folders, ``exclude`` applied, a side service's too) named by the
+    paths they came from, as Harbor lays them into a separate verifier; nothing under
+    ``/tests`` or ``/logs/verifier`` (the verifier's own). Returns the folders to make
+    first (the artifacts' parents)."""
+    with tarfile.open(artifacts) as src:
+        names = {m.name: m for m in src.getmembers()}
+        manifest = names.get(MANIFEST)
+        data = src.extractfile(manifest) if manifest is not None else None
+        entries = json.loads(data.read())["entries"] if data is not None else []
+        places = {
+            e["destination"]: e["source"].rstrip("/")
+            for e in entries
+            if e.get("status") == "ok" and e.get("destination") not in (None, ".")
+        }
+        parents: dict[str, None] = {}
+        with tarfile.open(tar, "w") as out:
+            for name, member in names.items():
+                target = _carried_name(name, places)
+                if target is None or not (member.isfile() or member.isdir()):
+                    continue
+                if any(target == p or target.startswith(p + "/") for p in (TESTS, LOGS)):
+                    continue  # laid down fresh for test.sh
+                info = tarfile.TarInfo(target.lstrip("/"))
+                info.type, info.mode, info.mtime = member.type, member.mode, member.mtime
+                info.size = member.size if member.isfile() else 0
+                out.addfile(info, src.extractfile(member) if member.isfile() else None)
+                parents[str(PurePosixPath(target).parent)] = None
+    return list(parents)
 
 
-async def _put_artifacts(box: Sandbox, carried: list[tuple[str, str]]) -> None:
-    for tar, parent in carried:
-        made = await box.exec(["mkdir", "-p", "--", parent], timeout=60)
-        if not made.ok:
-            log.info("harbor.artifact_parent", parent=parent, error=made.stderr[-300:])
-            continue
-        await box.upload_tar(Path(tar), parent)
+def _carried_name(name: str, places: dict[str, str]) -> str | None:
+    """The path in the verifier of the collected entry ``name`` (under an artifact's
+    destination), ``None`` if it is no artifact's."""
+    for destination, source in places.items():
+        if name == destination:
+            return source or None
+        if name.startswith(destination + "/"):
+            return f"{source}/{name[len(destination) + 1 :]}"
+    return None
+
+
+async def _put_artifacts(box: Sandbox, tar: Path, parents: list[str]) -> None:
+    made = await box.exec(["mkdir", "-p", "--", *parents], timeout=60)
+    if not made.ok:
+        log.info("harbor.artifact_parents", error=made.stderr[-300:])
+    await box.upload_tar(tar, "/")
 
 
 def flag_changes(score: Score, check: HarborCheck, changes: list[tuple[str, str]] | None) -> Score:
@@ -257,4 +347,12 @@ def _lost(why: str) -> Score:
     return Score(reward=0.0, passed=False, error=why)
 
 
-__all__ = ["flag_changes", "grade_from", "harbor_verdict", "runs_apart"]
+__all__ = [
+    "carried_tar",
+    "flag_changes",
+    "grade_from",
+    "harbor_verdict",
+    "runs_apart",
+    "separate_spec",
+    "step_check",
+]

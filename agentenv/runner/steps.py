@@ -50,7 +50,7 @@ from agentenv.model.client import EventCallback
 from agentenv.model.types import ChatModel
 from agentenv.runner.artifacts import by_step
 from agentenv.runner.episode import Final, Prepared, finish, prepare, release, start_sandbox
-from agentenv.runner.harbor_verdict import harbor_verdict
+from agentenv.runner.harbor_verdict import harbor_verdict, step_check
 from agentenv.runner.healthcheck import HealthcheckFailed, wait_healthy
 from agentenv.runner.workspace import workspace_tar
 from agentenv.sandbox import Sandbox, SandboxError, remove_snapshot
@@ -87,6 +87,8 @@ def step_task(task: Task, step: TaskStep, into: Path) -> Task:
             "artifacts": [*task.verifier.artifacts, *step.artifacts],
         }
     )
+    if step.verifier_environment is not None:
+        check = step_check(check, step.verifier_environment, step.verifier_env)
     limits = step_limits(task, step)
     update = {
         "folder": folder,

@@ -70,7 +70,7 @@ REFUSALS = {
         "verifier.network_mode: 'public' differs"
     ),
     '[verifier]\nenvironment_mode = "fresh"\n': "verifier.environment_mode: 'fresh' is not",
-    "[verifier.environment]\ncpus = 1\n": "verifier.environment.cpus: a separate verifier's cpus",
+    '[verifier.environment]\nskills_dir = "/s"\n': "verifier.environment.skills_dir: Harbor does",
     '[[artifacts]]\nsource = "/w"\ndestination = "../w"\n': "artifacts[0].destination: '../w'",
     '[agent]\nuser = "a gent"\n': "agent.user: 'a gent' is not a user name or a uid",
     '[environment.env]\n"A=B" = "1"\n': "environment.env.A=B: 'A=B' is not an environment",

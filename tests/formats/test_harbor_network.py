@@ -186,3 +186,21 @@ def test_shared_mode_with_a_downloading_test_sh_and_no_network_is_refused(tmp_pa
     public = _toml(verifier='environment_mode = "shared"\n', environment="allow_internet = true\n")
     task = load_task(harbor_task(tmp_path, "p", test=UV, toml=public))
     assert task.network == "bridge"
+
+
+@pytest.mark.no_docker
+def test_a_separate_verifiers_own_environment_is_its_baseline(tmp_path: Path) -> None:
+    # Harbor (trial/network_policy.py): in separate mode the verifier stands on its own
+    # [verifier.environment]'s network, not the task's; [verifier] network_mode over it
+    closed = _toml() + "[verifier.environment]\nallow_internet = false\n"
+    check = load_task(harbor_task(tmp_path, "c", test=UV, toml=closed)).verifier
+    assert isinstance(check, HarborCheck) and check.mode == "separate"
+    assert check.network in (None, "none")  # as the agent's: no network, said by the task
+    listed = _toml() + '[verifier.environment]\nnetwork_mode = "allowlist"\n'
+    listed += 'allowed_hosts = ["pypi.org"]\n'
+    check = load_task(harbor_task(tmp_path, "l", test=UV, toml=listed)).verifier
+    assert isinstance(check, HarborCheck)
+    assert (check.network, check.allowed_hosts) == ("allowlist", ["pypi.org"])
+    over = _toml(verifier='network_mode = "public"\n') + "[verifier.environment]\ncpus = 1\n"
+    check = load_task(harbor_task(tmp_path, "o", test="true\n", toml=over)).verifier
+    assert isinstance(check, HarborCheck) and check.network == "bridge"

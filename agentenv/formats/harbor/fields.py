@@ -70,7 +70,8 @@ def task_fields(raw: dict[str, Any], folder: Path, spec_file: Path) -> dict[str,
     compose = compose_fields(folder, problems)  # services beside main (.compose)
     image, workdir = env.get("docker_image"), _workdir(env, folder, problems, bad)
     steps = step_fields(raw, folder, bad, problems, lambda t, w: _healthcheck(t, bad, w))
-    if not (folder / "tests" / "test.sh").is_file() and not has_steps(raw):  # a step's serves
+    bundled = checked.get("environment", {}).get("bundled", False)  # the image's /tests
+    if not (folder / "tests" / "test.sh").is_file() and not has_steps(raw) and not bundled:
         problems.append(Problem(folder / "tests" / "test.sh", "not found (Harbor's verifier)"))
     name = str(task.get("name") or folder.resolve().name).rsplit("/", 1)[-1]
     tags = [*_strings(metadata, "tags", "metadata", bad), *_strings(task, "keywords", "task", bad)]
@@ -180,9 +181,12 @@ def _user(table: dict[str, Any], where: str, bad: Bad) -> str:
 def _verifier_env(task_env: dict[str, str], verifier: dict[str, Any], bad: Bad) -> dict[str, str]:
     """test.sh's environment as Harbor's: ``[verifier.env]`` over the task's
     ``[environment.env]`` (every command in the task's environment gets it), except in a
-    verifier environment of its own (``[verifier.environment]``), which has its own."""
+    verifier environment of its own, whose ``[verifier.environment.env]`` it gets instead."""
     own = resolve(verifier.get("env"), "verifier.env", bad)
-    return own if "environment" in verifier else {**task_env, **own}
+    table = verifier.get("environment")
+    if not isinstance(table, dict):
+        return {**task_env, **own}
+    return {**resolve(table.get("env"), "verifier.environment.env", bad), **own}
 
 
 _HEALTHCHECK = {  # Harbor's key → the Healthcheck field

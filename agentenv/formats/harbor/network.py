@@ -48,6 +48,20 @@ def network_fields(
     baseline = stated or ("bridge" if internet is True else "none", ())
     chosen = _policy(agent, "agent", bad) or baseline
     explicit = _policy(verifier, "verifier", bad)
+    own = verifier.get("environment")
+    if explicit is None and mode == "separate" and isinstance(own, dict):
+        # Harbor: a separate verifier with an environment of its own stands on that
+        # environment's baseline, not the task's
+        env, stated = own, _policy(own, "verifier.environment", bad)
+        if isinstance(own.get("allow_internet"), bool):
+            explicit = stated or ("bridge" if own["allow_internet"] else "none", ())
+        elif "allow_internet" in own:
+            bad(
+                "verifier.environment.allow_internet",
+                f"{own['allow_internet']!r} is not true or false",
+            )
+        else:
+            explicit = stated
     if explicit is None and stated is None and "allow_internet" not in env and downloads:
         # Harbor's default is public: a test.sh that installs its runner (curl ... uv) needs
         # it, and would write reward 0 without it. Where it fetches nothing, agentenv's

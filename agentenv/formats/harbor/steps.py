@@ -6,10 +6,11 @@ the workdir before the step, its ``setup.sh`` run then); ``min_reward`` gates an
 the task's :class:`~agentenv.tasks.MultiStep`; run by :mod:`agentenv.runner.steps`.
 
 Of a step's own tables, agentenv runs ``[steps.agent] timeout_sec``, ``[steps.verifier]
-timeout_sec`` and ``env``, and ``[steps.healthcheck]``; the rest (a step's user, network,
-verifier environment) is refused naming the field. A step's ``artifacts`` are read as the
-task's and collected after the step with the task's (Harbor appends them), under the
-episode's artifacts folder's ``steps/<name>/``."""
+timeout_sec``, ``env``, ``environment_mode`` and ``[steps.verifier.environment]`` (a step's
+own separate verifier, :func:`~agentenv.formats.harbor.verifier.step_verifier`), and
+``[steps.healthcheck]``; the rest (a step's user, network) is refused naming the field. A
+step's ``artifacts`` are read as the task's and collected after the step with the task's
+(Harbor appends them), under the episode's artifacts folder's ``steps/<name>/``."""
 
 from __future__ import annotations
 
@@ -20,10 +21,14 @@ from typing import Any
 
 from agentenv.formats.harbor.refused import NOT_YET, Bad
 from agentenv.formats.harbor.verifier import _artifact as artifact  # the task's reading
+from agentenv.formats.harbor.verifier import step_verifier, task_mode
 from agentenv.problems import Problem
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-_RUN = {"agent": ("timeout_sec",), "verifier": ("timeout_sec", "env")}
+_RUN = {
+    "agent": ("timeout_sec",),
+    "verifier": ("timeout_sec", "env", "environment_mode", "environment"),
+}
 STRATEGIES = ("mean", "final")
 
 
@@ -60,7 +65,7 @@ def step_fields(
         if not isinstance(table, dict):
             bad(f"steps[{i}]", "must be a table")
             continue
-        step = _step(table, i, folder, bad, problems, healthcheck)
+        step = _step(table, i, folder, bad, problems, healthcheck, task_mode(raw))
         if step is None:
             continue
         if step["name"].casefold() in seen:
@@ -77,6 +82,7 @@ def _step(
     bad: Bad,
     problems: list[Problem],
     healthcheck: Any,
+    mode: str,
 ) -> dict[str, Any] | None:
     where = f"steps[{i}]"
     name = table.get("name")
@@ -85,14 +91,17 @@ def _step(
         return None
     _refuse_unrun(table, where, bad)
     home = folder / "steps" / name
+    verifier = _sub(table, "verifier", where, bad)
+    own = step_verifier(verifier, home.resolve(), mode, where, bad)
     instruction = home / "instruction.md"
     text = instruction.read_text(errors="replace") if instruction.is_file() else ""
     if not text.strip():
         problems.append(Problem(instruction, "not found or empty (the step's instruction)"))
-    if not (home / "tests" / "test.sh").is_file() and not (folder / "tests" / "test.sh").is_file():
+    bundled = own is not None and own["environment"].get("bundled", False)  # the image's
+    if not any((f / "tests" / "test.sh").is_file() for f in (home, folder)) and not bundled:
         why = "not found, nor the task's tests/test.sh (the step's verifier)"
         problems.append(Problem(home / "tests" / "test.sh", why))
-    agent, verifier = _sub(table, "agent", where, bad), _sub(table, "verifier", where, bad)
+    agent = _sub(table, "agent", where, bad)
     env = verifier.get("env", {})
     if not isinstance(env, dict):
         bad(f"{where}.verifier.env", "must be a table of strings")
@@ -106,6 +115,8 @@ def _step(
         "verifier_timeout_s": _seconds(verifier, f"{where}.verifier", bad),
         "verifier_env": {str(k): str(v) for k, v in env.items()},
     }
+    if own is not None:
+        step["verifier_environment"] = own
     if "healthcheck" in table:
         step["healthcheck"] = healthcheck({"healthcheck": table["healthcheck"]}, where)
     step["artifacts"] = _artifacts(table.get("artifacts") or [], where, bad)

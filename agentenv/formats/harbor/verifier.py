@@ -11,34 +11,54 @@ of its processes alive, and takes Harbor's shared mode only when a task names it
 
 from __future__ import annotations
 
+import math
+import re
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from agentenv.formats.harbor.refused import NOT_YET, Bad
+from agentenv.formats.harbor import dockerfile as dockerfiles
+from agentenv.formats.harbor.envvars import resolve
+from agentenv.formats.harbor.refused import NOT_YET, Bad, hardware
+from agentenv.problems import Problems
+from agentenv.sandbox.spec import parse_size
 
-# what agentenv takes from [verifier.environment]: its image; the rest of that table
-# (resources, env, a build) is the verifier container's, which is made like the agent's
-_VERIFIER_ENVIRONMENT = ("docker_image",)
+_MIB = 1 << 20
+# the keys of [verifier.environment] (a full Harbor [environment]) agentenv maps here (env
+# is test.sh's and the network keys the verifier's baseline, both in fields.py; gpus, tpu,
+# os refused as the task's); those Harbor does not use in a verifier's sandbox are refused,
+# naming them
+_NETWORK = ("network_mode", "allowed_hosts", "allow_internet")  # network.py reads them
+_VERIFIER_ENVIRONMENT = (
+    "docker_image",
+    "cpus",
+    "memory_mb",
+    "storage_mb",
+    "memory",
+    "storage",
+    "workdir",
+    "build_timeout_sec",
+    "env",
+    "gpus",
+    "gpu_types",
+    "tpu",
+    "os",
+)
+_UNUSED = ("healthcheck", "mcp_servers", "skills_dir")  # Harbor runs none of them there
 _ARTIFACT = ("source", "destination", "exclude", "service")
 MANIFEST = "manifest.json"  # the collection's record in the artifacts folder
 
 
 def verifier_fields(raw: dict[str, Any], folder: Path, bad: Bad) -> dict[str, Any]:
-    """The ``harbor`` check's ``mode``, ``image`` and ``artifacts`` (those given), each
-    field agentenv does not run refused through ``bad``."""
+    """The ``harbor`` check's ``mode``, ``image``, ``environment``, ``artifacts`` and
+    ``collect`` (those given), each field agentenv does not run refused through ``bad``."""
     verifier = raw.get("verifier") if isinstance(raw.get("verifier"), dict) else {}
     assert isinstance(verifier, dict)
     mode = _mode(verifier, bad)
     fields: dict[str, Any] = {"mode": mode}
     environment = verifier.get("environment")
-    if isinstance(environment, dict):
-        for key in environment:
-            if key not in _VERIFIER_ENVIRONMENT:
-                bad(f"verifier.environment.{key}", f"a separate verifier's {key} {NOT_YET}")
-        if environment.get("docker_image") is not None:
-            fields["image"] = str(environment["docker_image"])
-    if (folder / "tests" / "Dockerfile").is_file():
-        bad("verifier", f"a verifier image built from tests/Dockerfile {NOT_YET}")
+    if mode == "separate":
+        own = environment if isinstance(environment, dict) else None
+        fields.update(_separate(own, folder, bad))
     artifacts = raw.get("artifacts") or []
     if isinstance(artifacts, list):
         fields["artifacts"] = [_artifact(a, i, bad) for i, a in enumerate(artifacts)]
@@ -50,6 +70,133 @@ def verifier_fields(raw: dict[str, Any], folder: Path, bad: Bad) -> dict[str, An
     else:
         bad("verifier.collect", f"{collect!r} is not a list of tables")
     return fields
+
+
+def _separate(environment: dict[str, Any] | None, folder: Path, bad: Bad) -> dict[str, Any]:
+    """A separate verifier's image and sandbox, as Harbor resolves them: ``[verifier.
+    environment] docker_image``, else an image built from ``tests/Dockerfile`` (context
+    tests/), both holding their tests (not uploaded), else the task's own image; the
+    resources and workdir of ``[verifier.environment]`` (the task's where unset)."""
+    return separate_fields(environment, folder / "tests", "tests/Dockerfile", "verifier", bad)
+
+
+def separate_fields(
+    environment: dict[str, Any] | None, tests: Path, dockerfile: str, where: str, bad: Bad
+) -> dict[str, Any]:
+    """The ``image`` and ``environment`` of a separate verifier whose
+    ``[verifier.environment]`` table is ``environment`` (at ``where``.environment) and
+    whose tests are the folder ``tests`` (its ``Dockerfile`` named ``dockerfile`` in the
+    check): its image, else one built from ``tests/Dockerfile``; its resources."""
+    fields: dict[str, Any] = {}
+    own: dict[str, Any] = {}
+    table = environment or {}
+    for key in table:
+        if key in _UNUSED:
+            bad(f"{where}.environment.{key}", "Harbor does not use it in a verifier's sandbox")
+        elif key not in (*_VERIFIER_ENVIRONMENT, *_NETWORK):
+            bad(f"{where}.environment.{key}", f"a separate verifier's {key} {NOT_YET}")
+    hardware(table, lambda field, why: bad(f"{where}.{field}", why))
+    if table.get("docker_image") is not None:
+        fields["image"] = str(table["docker_image"])
+        own["bundled"] = True
+    elif (tests / "Dockerfile").is_file():
+        own |= {"dockerfile": dockerfile, "bundled": True}
+        text = (tests / "Dockerfile").read_text(errors="replace")
+        try:  # without a WORKDIR of its own it keeps its base's (the task's image, often)
+            if re.search(r"^\s*WORKDIR\s", text, re.IGNORECASE | re.MULTILINE):
+                own["workdir"] = dockerfiles.workdir(tests / "Dockerfile")
+        except Problems as e:
+            bad(where, f"{dockerfile}: {e.problems[0].message}")
+    elif (tests / "docker-compose.yaml").is_file():
+        bad(where, f"a verifier environment of {tests.name}/docker-compose.yaml {NOT_YET}")
+    own |= _resources(table, where, bad)
+    fields["environment"] = own
+    return fields
+
+
+def _resources(table: dict[str, Any], where: str, bad: Bad) -> dict[str, Any]:
+    """cpus, memory, disk, workdir and build_timeout_s of ``[verifier.environment]``."""
+    out: dict[str, Any] = {}
+    for key, field in (("cpus", "cpus"), ("build_timeout_sec", "build_timeout_s")):
+        if key in table:
+            number = _positive(table[key])
+            if number is None:
+                bad(f"{where}.environment.{key}", f"{table[key]!r} is not a number above 0")
+            else:
+                out[field] = number
+    for key, field in (("memory", "memory"), ("storage", "disk")):
+        size: int | None = None
+        if f"{key}_mb" in table:
+            mib = _positive(table[f"{key}_mb"])
+            size = None if mib is None else int(mib * _MIB)
+            key = f"{key}_mb"
+        elif key in table:
+            try:
+                size = parse_size(str(table[key]))
+            except ValueError:
+                size = None
+        else:
+            continue
+        if size is None or size <= 0:
+            bad(f"{where}.environment.{key}", f"{table[key]!r} is not a size above 0")
+        else:
+            out[field] = size
+    workdir = table.get("workdir")
+    if workdir is not None:
+        if isinstance(workdir, str) and workdir.startswith("/"):
+            out["workdir"] = workdir
+        else:
+            bad(f"{where}.environment.workdir", f"{workdir!r} is not an absolute path")
+    return out
+
+
+def _positive(value: Any) -> float | None:
+    """``value`` as a number above 0 (a number in a string too, as Harbor reads it)."""
+    try:
+        number = float(value) if not isinstance(value, bool) else math.nan
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) and number > 0 else None
+
+
+def task_mode(raw: dict[str, Any]) -> str:
+    """The task's check ``mode`` as :func:`verifier_fields` makes it (a bad value: final)."""
+    verifier = raw.get("verifier") if isinstance(raw.get("verifier"), dict) else {}
+    assert isinstance(verifier, dict)
+    return _mode(verifier, lambda field, why: None)
+
+
+def step_verifier(
+    verifier: dict[str, Any], step_dir: Path, mode: str, where: str, bad: Bad
+) -> dict[str, Any] | None:
+    """A step's own separate verifier (Harbor's ``[steps.verifier] environment_mode`` and
+    ``[steps.verifier.environment]``, and ``steps/<name>/tests/Dockerfile``) over the task's
+    ``mode``: the check's ``mode``, ``image`` and ``environment`` for the step, with
+    ``own`` (its resources replace the task's) and ``env`` (its environment's env); None
+    when the step verifies as the task does. A step graded elsewhere than the task's kind
+    of place (its agent's sandbox or not) is refused, not yet."""
+    given, table = verifier.get("environment_mode"), verifier.get("environment")
+    field = f"{where}.verifier"
+    if given not in (None, "shared", "separate"):
+        bad(f"{field}.environment_mode", f"{given!r} is not 'shared' or 'separate'")
+        return None
+    if table is not None and not isinstance(table, dict):
+        bad(f"{field}.environment", "must be a table")
+        return None
+    step_mode = given or ("separate" if table is not None else None)
+    if step_mode is not None and (step_mode == "shared") != (mode == "shared"):
+        why = f"{step_mode!r} where the task's verifier is {mode!r}: "
+        bad(f"{field}.environment_mode", why + f"a step's own kind of verifier {NOT_YET}")
+        return None
+    tests = step_dir / "tests"
+    dockerfile = (tests / "Dockerfile").is_file()
+    if mode != "separate" and step_mode != "separate":
+        return None  # final or shared, as the task's (a tests/Dockerfile is a file then)
+    if step_mode is None and not dockerfile and mode == "separate":
+        return None  # the task's separate verifier
+    out = separate_fields(table, tests, str(tests / "Dockerfile"), field, bad)
+    env = resolve(table.get("env") if table else None, f"{field}.environment.env", bad)
+    return {**out, "mode": "separate", "own": table is not None, "env": env}
 
 
 def _mode(verifier: dict[str, Any], bad: Bad) -> str:

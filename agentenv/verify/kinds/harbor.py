@@ -66,6 +66,29 @@ class HarborCollect(BaseModel):
     )
 
 
+class HarborVerifierEnvironment(BaseModel):
+    """A ``separate`` verifier's own sandbox (``[verifier.environment]``, or
+    ``tests/Dockerfile``): what differs from the agent's; unset fields are the task's."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    dockerfile: str | None = Field(
+        None,
+        description="built (context: its folder) as the verifier's image: `tests/Dockerfile`, "
+        "relative to the task folder",
+    )
+    bundled: bool = Field(
+        False,
+        description="the image holds `/tests` (a `docker_image` or `tests/Dockerfile` "
+        "verifier, as Harbor): the task's tests/ is not uploaded",
+    )
+    cpus: float | None = Field(None, gt=0)
+    memory: int | None = Field(None, gt=0, description="bytes")
+    disk: int | None = Field(None, gt=0, description="bytes")
+    workdir: str | None = Field(None, pattern=r"^/", description="test.sh's working folder")
+    build_timeout_s: float | None = Field(None, gt=0)
+
+
 class HarborCheck(CheckBase):
     """A Harbor task's verifier: ``tests/`` is put at ``/tests`` once the agent is done,
     ``test.sh`` runs as root in the workdir, and the reward is what that run wrote to
@@ -85,6 +108,10 @@ class HarborCheck(CheckBase):
     )
     image: str | None = Field(
         None, description="`separate` mode's image ([verifier.environment]); the task's if unset"
+    )
+    environment: HarborVerifierEnvironment = Field(
+        HarborVerifierEnvironment(),
+        description="`separate` mode's sandbox: resources, workdir, a tests/Dockerfile build",
     )
     artifacts: list[HarborArtifact] = Field(
         [],
@@ -130,7 +157,9 @@ async def verify_in_sandbox(box: Sandbox, tests: Path, check: HarborCheck, workd
     # root's and readable by all, the reward folder writable by test.sh's user. They are
     # uploaded (by whoever the sandbox runs as) to a folder of a name nobody could know
     staged = f"/tmp/.agentenv-tests-{os.urandom(8).hex()}"
-    quoted = f"{shlex.quote(TESTS)} {shlex.quote(LOGS)}"
+    # a verifier image that holds its tests keeps them (Harbor does not upload them then)
+    bundled = check.environment.bundled
+    quoted = shlex.quote(LOGS) if bundled else f"{shlex.quote(TESTS)} {shlex.quote(LOGS)}"
     ready, root = await _as_root(
         box,
         f"rm -rf {quoted} && mkdir -p {LOGS} && chmod 0777 {LOGS} && mkdir -m 0777 {staged} "
@@ -139,7 +168,7 @@ async def verify_in_sandbox(box: Sandbox, tests: Path, check: HarborCheck, workd
         "&& awk '/^Uid:/{u=$2} /^Gid:/{g=$2} END{print u\":\"g}' /proc/1/status",
     )
     image_user = ready.stdout.strip() or None
-    if ready.ok:
+    if ready.ok and not bundled:
         await box.upload(tests, staged)
         ready = await box.exec(
             f"mv {staged} {TESTS} && chmod -R a+rX,go-w {TESTS}"
