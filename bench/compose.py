@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -20,6 +21,9 @@ import anyio
 
 from agentenv.sandbox import Sandbox, SandboxSpec, create
 from agentenv.sandbox.compose.sandbox import create_compose
+
+# the compose environment is the suite's (tests/ is not installed): the repository's root first
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.formats.test_harbor_compose import write_environment
 
 SPEC = SandboxSpec(workdir="/app", image_entrypoint=True)
