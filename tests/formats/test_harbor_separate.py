@@ -85,7 +85,7 @@ def test_verifier_environment_keys_load_or_are_refused_by_name(tmp_path: Path) -
     assert (own.workdir, own.build_timeout_s, own.bundled) == ("/srv/check", 120.0, False)
     assert check.env == {"LEVEL": "deep"}  # its own env, not the task's
     for line, field in {
-        'network_mode = "public"': "verifier.environment.network_mode",  # the network's
+        'network_mode = "open"': "verifier.environment.network_mode",  # not a mode
         "gpus = 1": "verifier.environment.gpus",
         'healthcheck = { command = "true" }': "verifier.environment.healthcheck",
         "memory_mb = -1": "verifier.environment.memory_mb",
