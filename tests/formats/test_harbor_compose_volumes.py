@@ -223,3 +223,37 @@ def test_a_volume_spec_is_checked_and_podman_refuses_it_by_name() -> None:
     assert hash(spec) == hash(SandboxSpec(volumes=(log,)))
     with pytest.raises(SandboxError, match=r"named volumes .* need the docker backend"):
         _create_args(spec.model_copy(update={"backend": "podman"}), BASE_IMAGE)
+
+
+@pytest.mark.no_docker
+async def test_a_snapshot_spec_naming_the_volumes_already_mounts_them_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from agentenv.sandbox.compose import sandbox as compose_sandbox
+    from agentenv.sandbox.spec import NamedVolume, SandboxSpec
+
+    log = NamedVolume(name="p_tool_log", target="/srv/tool-log", read_only=True)
+    made: list[SandboxSpec] = []
+
+    class Group:
+        project, engine = "p", None
+
+        async def thaw(self) -> None:
+            pass
+
+        async def join(self, container: str, alias: str) -> None:
+            pass
+
+    class Box:
+        id = "box"
+
+        @staticmethod
+        async def create(spec: SandboxSpec, engine: object) -> Box:
+            made.append(spec)
+            return Box()
+
+    monkeypatch.setattr(compose_sandbox, "DockerSandbox", Box)
+    kept = compose_sandbox.KeptServices(Group(), {}, (log,))  # type: ignore[arg-type]
+    await kept.create(SandboxSpec(volumes=(log,)))  # a snapshot's spec: its sandbox's
+    await kept.create(SandboxSpec())
+    assert [s.volumes for s in made] == [(log,), (log,)]

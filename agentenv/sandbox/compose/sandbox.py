@@ -200,7 +200,8 @@ class KeptServices:
         ``main`` stays frozen, or is gone). The caller closes it; the services stay."""
         await self.group.thaw()
         env = {**self.main_env, **spec.env}
-        volumes = (*spec.volumes, *self.main_volumes)
+        # a spec of the snapshot's may name them already (a snapshot's spec is its sandbox's)
+        volumes = tuple(dict.fromkeys((*spec.volumes, *self.main_volumes)))
         box = await DockerSandbox.create(
             spec.model_copy(update={"network": self.group.project, "env": env, "volumes": volumes}),
             engine=self.group.engine,
