@@ -86,6 +86,26 @@ def _frozen(value: object) -> object:
     return value
 
 
+class NamedVolume(BaseModel):
+    """A named volume of the engine, made beforehand by its owner (a compose group's
+    ``tool_log``), mounted in the sandbox at ``target``: what another container writes
+    there, the sandbox sees. ``read_only`` is the kernel's, root in the sandbox included.
+    The sandbox neither makes nor removes it, and its contents are no part of a snapshot."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(min_length=1, description="the engine's name of the volume")
+    target: str = Field(description="where it is mounted (absolute, not '/')")
+    read_only: bool = False
+
+    @field_validator("target")
+    @classmethod
+    def _target(cls, value: str) -> str:
+        if not value.startswith("/") or value.rstrip("/") == "":
+            raise ValueError(f"a volume's target must be absolute and not '/', got {value!r}")
+        return value
+
+
 def _default_backend() -> str:
     return os.environ.get("AGENTENV_BACKEND") or "docker"
 
@@ -164,6 +184,11 @@ class SandboxSpec(BaseModel):
         (),
         description="more writable folders when read_only (absolute): each a fresh volume of "
         "at most `disk` bytes, owned by the spec's user, reachable by upload",
+    )
+    volumes: tuple[NamedVolume, ...] = Field(
+        (),
+        description="named volumes of the engine mounted in it (Docker; Podman refuses them): "
+        "a compose group's, shared with its services; never a path of the host",
     )
     cap_add: tuple[str, ...] = Field((), description="capabilities added back, e.g. 'CHOWN'")
     labels: dict[str, str] = Field(default_factory=dict)
@@ -247,6 +272,16 @@ class SandboxSpec(BaseModel):
     def _allowlist(self) -> SandboxSpec:
         if self.allowed_hosts and self.network != "allowlist":
             raise ValueError("allowed_hosts needs network 'allowlist'")
+        return self
+
+    @model_validator(mode="after")
+    def _volume_targets(self) -> SandboxSpec:
+        targets = [v.target.rstrip("/") for v in self.volumes]
+        # read-only, the workdir and scratch folders are mounts of their own
+        taken = {p.rstrip("/") for p in (self.workdir, *self.scratch)} if self.read_only else set()
+        clash = sorted({t for t in targets if targets.count(t) > 1 or t in taken})
+        if clash:  # the engine would refuse two mounts at one place
+            raise ValueError(f"volume targets must differ (from the writable folders too): {clash}")
         return self
 
     @field_validator("cap_add", mode="before")

@@ -163,7 +163,9 @@ def test_what_the_compose_runner_does_not_honour_is_refused_by_name(tmp_path: Pa
         "    image: agentenv/base:bookworm\n    network_mode: host\n"
         "    environment:\n      KEY: ${HOST_SECRET}\n",
     )
-    bad = bad.replace("  main:\n", "  main:\n    build: .\n    volumes:\n      - data:/x\n")
+    bad = bad.replace(
+        "  main:\n", "  main:\n    build: .\n    volumes:\n      - ./setup.json:/x:ro\n"
+    )
     bad += "networks:\n  outside:\n    external: true\n"
     message = refused(compose_task(tmp_path, "bad", bad))
     for field in (
@@ -174,7 +176,7 @@ def test_what_the_compose_runner_does_not_honour_is_refused_by_name(tmp_path: Pa
         "services.cache.network_mode: is not supported",
         "services.cache.environment.KEY: ${HOST_SECRET} is not set",
         "services.main.build: is Harbor's to set for main",
-        "services.main.volumes: is Harbor's to set for main",
+        "services.main.volumes[0]: a bind of a host path into main is not supported",
         "networks.outside.external: is not supported",
     ):
         assert field in message, message

@@ -140,8 +140,14 @@ _SERVICE_KEYS = frozenset(
      "volumes", "working_dir", "user", "networks", "expose", "mem_limit", "cpus", "init",
      "restart", "pull_policy"}
 )  # fmt: skip
-# what the task may say of main: the rest is Harbor's (built from environment/, its keep-alive)
-_MAIN_KEYS = frozenset({"environment", "depends_on", "networks", "command", "expose"})
+# what the task may say of main: the rest is Harbor's (built from environment/, its keep-alive);
+# of its volumes, only the group's named ones (see _mount)
+_MAIN_KEYS = frozenset({"environment", "depends_on", "networks", "command", "expose", "volumes"})
+_MAIN_BIND = (
+    "a bind of a host path into main is not supported: the agent is root in main, and a "
+    "writable bind would let it write the task's folder on the host (even read-only, main's "
+    "sandbox never carries host paths); use a named volume of the file's `volumes:`"
+)
 _TOP_KEYS = frozenset({"services", "volumes", "networks", "version", "name"})
 _VARIABLE = re.compile(r"\$(?:\$|\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-?])([^}]*))?\}|([A-Za-z_]\w*))")
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(us|ms|s|m|h)")
@@ -263,7 +269,8 @@ def _service(name: str, body: Any, folder: Path, volumes: list[str], bad: Bad) -
         fields["healthcheck"] = _healthcheck(body["healthcheck"], f"{where}.healthcheck", bad)
     fields["volumes"] = [
         m for i, v in enumerate(body.get("volumes") or [])
-        if (m := _mount(v, folder, volumes, f"{where}.volumes[{i}]", bad)) is not None
+        if (m := _mount(v, folder, volumes, f"{where}.volumes[{i}]", bad, main=name == MAIN))
+        is not None
     ]  # fmt: skip
     fields["aliases"] = _aliases(body.get("networks"), f"{where}.networks", bad)
     fields["expose"] = [str(p) for p in body.get("expose") or []]
@@ -444,7 +451,9 @@ def _size(value: Any, where: str, bad: Bad) -> int | None:
     return int(float(match.group(1)) * scale)
 
 
-def _mount(raw: Any, folder: Path, volumes: list[str], where: str, bad: Bad) -> Mount | None:
+def _mount(
+    raw: Any, folder: Path, volumes: list[str], where: str, bad: Bad, *, main: bool = False
+) -> Mount | None:
     if isinstance(raw, str):
         parts = raw.split(":")
         if len(parts) == 1 or len(parts) > 3 or (len(parts) == 3 and parts[2] not in ("ro", "rw")):
@@ -471,6 +480,9 @@ def _mount(raw: Any, folder: Path, volumes: list[str], where: str, bad: Bad) -> 
         return Mount(kind="volume", source=source, target=target, read_only=read_only)
     if kind != "bind":
         bad(where, f"a {kind} mount is not supported (a named volume or a path of the task)")
+        return None
+    if main:
+        bad(where, _MAIN_BIND)
         return None
     # a host path (the docker socket, /etc, ~) would hand a service the host: only the
     # task's own files may be bound

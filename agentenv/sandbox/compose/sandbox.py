@@ -23,25 +23,30 @@ import anyio
 
 from agentenv.sandbox.channel import ByteStream
 from agentenv.sandbox.compose.group import ServiceGroup
-from agentenv.sandbox.compose.model import MAIN, ComposeError, read_compose
+from agentenv.sandbox.compose.model import MAIN, Compose, ComposeError, read_compose
 from agentenv.sandbox.docker import exec as docker_exec
 from agentenv.sandbox.docker.driver import DockerDriver
 from agentenv.sandbox.docker.engine import get_engine
 from agentenv.sandbox.docker.sandbox import DockerSandbox
 from agentenv.sandbox.errors import SandboxError
 from agentenv.sandbox.protocol import DEFAULT_MAX_OUTPUT, ExecResult, OutputCallback, Snapshot
-from agentenv.sandbox.spec import SandboxSpec
+from agentenv.sandbox.spec import NamedVolume, SandboxSpec
 
 
 class ComposeSandbox:
     """``main`` and the services beside it. Made by :func:`create_compose`."""
 
     def __init__(
-        self, main: DockerSandbox, group: ServiceGroup, main_env: Mapping[str, str] | None = None
+        self,
+        main: DockerSandbox,
+        group: ServiceGroup,
+        main_env: Mapping[str, str] | None = None,
+        main_volumes: tuple[NamedVolume, ...] = (),
     ):
         self.main = main
         self.group = group
         self.main_env = dict(main_env or {})  # what the compose file gives main
+        self.main_volumes = main_volumes  # the group's volumes it mounts (the snapshot lacks)
         self.id = main.id
         self.spec = main.spec
         self.image = main.image
@@ -143,7 +148,7 @@ class ComposeSandbox:
         snapshot = await self.main.snapshot(tag, keep_s=keep_s)
         if not self._closed:
             self.group.holders += 1
-            _KEPT[snapshot.ref] = KeptServices(self.group, self.main_env)
+            _KEPT[snapshot.ref] = KeptServices(self.group, self.main_env, self.main_volumes)
         return snapshot
 
     async def cpu_usage_ns(self) -> int:
@@ -177,19 +182,28 @@ class ComposeSandbox:
 class KeptServices:
     """The side services a snapshot of a compose sandbox kept, as the agent left them."""
 
-    def __init__(self, group: ServiceGroup, main_env: Mapping[str, str]):
+    def __init__(
+        self,
+        group: ServiceGroup,
+        main_env: Mapping[str, str],
+        main_volumes: tuple[NamedVolume, ...] = (),
+    ):
         self.group = group
         self.main_env = dict(main_env)
+        self.main_volumes = main_volumes
 
     async def create(self, spec: SandboxSpec) -> DockerSandbox:
         """A new ``main`` of ``spec`` (the snapshot's image) on the services' network,
-        reached by them as ``main``, with the environment the compose file gives main; the
-        services thawed (the agent's ``main`` stays frozen, or is gone). The caller closes
-        it; the services stay."""
+        reached by them as ``main``, with the environment the compose file gives main and
+        the group's volumes mounted where it says (a snapshot holds none of their contents:
+        test.sh reads what the services wrote there); the services thawed (the agent's
+        ``main`` stays frozen, or is gone). The caller closes it; the services stay."""
         await self.group.thaw()
         env = {**self.main_env, **spec.env}
+        # a spec of the snapshot's may name them already (a snapshot's spec is its sandbox's)
+        volumes = tuple(dict.fromkeys((*spec.volumes, *self.main_volumes)))
         box = await DockerSandbox.create(
-            spec.model_copy(update={"network": self.group.project, "env": env}),
+            spec.model_copy(update={"network": self.group.project, "env": env, "volumes": volumes}),
             engine=self.group.engine,
         )
         try:
@@ -254,10 +268,23 @@ async def create_compose(
         for dep, condition in compose.main.depends_on.items():
             await group.reach(dep, condition)
         env = {**compose.main.environment, **spec.env}
-        main_spec = spec.model_copy(update={"network": group.project, "env": env})
+        volumes = main_volumes(compose, project)
+        main_spec = spec.model_copy(
+            update={"network": group.project, "env": env, "volumes": (*spec.volumes, *volumes)}
+        )
         main = await DockerSandbox.create(main_spec, engine=engine)
     except BaseException:
         with anyio.CancelScope(shield=True):
             await group.remove()
         raise
-    return ComposeSandbox(main, group, compose.main.environment)
+    return ComposeSandbox(main, group, compose.main.environment, volumes)
+
+
+def main_volumes(compose: Compose, project: str) -> tuple[NamedVolume, ...]:
+    """The group's named volumes ``main`` mounts, as the file says (read-only or not; a
+    bind into main is refused when the file is read)."""
+    return tuple(
+        NamedVolume(name=f"{project}_{m.source}", target=m.target, read_only=m.read_only)
+        for m in compose.main.volumes
+        if m.kind == "volume"
+    )

@@ -226,6 +226,7 @@ async def _create_container(engine: Engine, spec: SandboxSpec, image: str) -> st
                 )
             )
         tmpfs["/tmp"] = f"rw,exec,nosuid,nodev,size={spec.tmp_size},mode=1777"
+    mounts += await _named_volumes(engine, spec)
     host_config = api.create_host_config(
         read_only=spec.read_only,
         mounts=mounts or None,
@@ -265,3 +266,29 @@ async def _create_container(engine: Engine, spec: SandboxSpec, image: str) -> st
     except docker.errors.APIError as e:
         raise SandboxError(f"cannot create a sandbox from {image!r}: {e.explanation or e}") from e
     return str(created["Id"])
+
+
+async def _named_volumes(engine: Engine, spec: SandboxSpec) -> list[docker.types.Mount]:
+    """The spec's named volumes as mounts. Each must exist: the engine would otherwise make
+    an unlabelled one that ``agentenv gc`` never finds. ``no_copy``: an empty volume is not
+    seeded from the image's files at its target, so a sandbox made from an agent's snapshot
+    (a verdict's) cannot fill a volume its grader reads."""
+    mounts = []
+    for volume in spec.volumes:
+        try:
+            await engine.run(engine.api.inspect_volume, volume.name)
+        except docker.errors.NotFound as e:
+            raise SandboxError(
+                f"the volume {volume.name!r} does not exist: a sandbox mounts only volumes "
+                "made for it beforehand"
+            ) from e
+        mounts.append(
+            docker.types.Mount(
+                target=volume.target,
+                source=volume.name,
+                type="volume",
+                read_only=volume.read_only,
+                no_copy=True,
+            )
+        )
+    return mounts

@@ -191,6 +191,8 @@ def _archive_end(file: IO[bytes]) -> int:
 def _create_args(spec: SandboxSpec, image: str) -> list[str]:
     if spec.network == "allowlist":  # refused by name rather than run with another network
         raise SandboxError("a network allowlist needs the docker backend (not podman yet)")
+    if spec.volumes:  # refused by name rather than run without what the task shares
+        raise SandboxError("named volumes (spec.volumes) need the docker backend (not podman yet)")
     args = [
         "create",
         "--network", spec.network,
