@@ -12,7 +12,6 @@ import inspect
 import time
 from collections.abc import Sequence
 
-from agentenv.agent.skills import with_skills
 from agentenv.agent.tools import DEFAULT_TOOLS, Tool, run_tool, tool_schemas
 from agentenv.agent.trajectory import (
     Limits,
@@ -132,17 +131,15 @@ async def run_episode(
     on_event: EventCallback | None = None,
     on_tool_result: ToolResultCallback | None = None,
     policy_version: int | str | None = None,
-    skills_dir: str | None = None,
 ) -> Trajectory:
     """Run one episode in ``sandbox``. With ``pause`` (the default) the sandbox is frozen
     while the model thinks. Failing tool calls go back to the model; a sandbox that dies
     or an endpoint that stays down raises (an infrastructure failure, not a result).
     ``tools`` are what the model is shown and what runs (a task's own set, say).
-    ``on_event`` sees the model's stream, ``on_tool_result`` each tool result. The skills
-    in the sandbox's ``skills_dir`` are named after the instruction (agentenv.agent.skills)."""
+    ``on_event`` sees the model's stream, ``on_tool_result`` each tool result. (A task's
+    instruction with its skills named, and its MCP servers' tools: agentenv.runner.offer.)"""
     limits = limits or Limits()
     started = time.monotonic()
-    instruction = await with_skills(sandbox, instruction, skills_dir)
     traj = new_trajectory(instruction, task_id=task_id, system_prompt=system_prompt)
     try:
         while (reason := limit_reached(traj, limits, time.monotonic() - started)) is None:

@@ -14,7 +14,7 @@ import math
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import nullcontext
+from contextlib import AsyncExitStack, nullcontext
 from typing import Any
 
 import anyio
@@ -34,6 +34,7 @@ from agentenv.runner.episode import (
     release,
     start_sandbox,
 )
+from agentenv.runner.offer import Offer, offered
 from agentenv.runner.outcomes import classify
 from agentenv.runner.steps import StepsProgress, begin_step, end_step, joined, step_limits
 from agentenv.sandbox import (
@@ -237,7 +238,10 @@ class SuspendedRollout(BaseModel):
     able to outlive this process until its TTL; it carries its prepared state, from which
     its checker sandbox will be made. A multi-step task's carries where its trial is
     (``steps``), the conversations of the steps done (``parts``) and the caller's limits
-    (``given_limits``, over each step's own); its ``trajectory`` is the current step's."""
+    (``given_limits``, over each step's own); its ``trajectory`` is the current step's.
+    ``skills`` is the block naming the task's skills, said after each instruction, as read
+    when the rollout first opened its offer (``None``: not yet); a resume does not read the
+    sandbox's skills again."""
 
     prepared: Prepared
     trajectory: Trajectory
@@ -249,6 +253,7 @@ class SuspendedRollout(BaseModel):
     steps: StepsProgress | None = None
     parts: list[Trajectory] = []
     given_limits: Limits | None = None
+    skills: str | None = None
 
     @property
     def task(self) -> Task:
@@ -266,7 +271,15 @@ class Rollout:
     that step, applies its ``min_reward`` gate and sets up the next, whose instruction opens
     a new conversation (:attr:`trajectory`, with the step's limits); :meth:`finish` returns
     every step's conversation as one trajectory with the trial's score (mean or final,
-    each step's in ``score.steps``)."""
+    each step's in ``score.steps``).
+
+    What the model is offered and told comes from :func:`~agentenv.runner.offer.offered`,
+    as in ``run_task``: the task's tools and its MCP servers', opened on the first turn
+    after :func:`start` or :func:`resume` and closed by :meth:`suspend` and :meth:`finish`
+    (so in the task that steps the rollout: the sessions are anyio's); a stdio server's
+    process is the one of that stretch, a resumed rollout starts a new one. The skills
+    block is read once, on the first turn, and goes after each instruction (the first
+    conversation's is rewritten then, as it has no turn yet)."""
 
     def __init__(
         self,
@@ -280,6 +293,7 @@ class Rollout:
         elapsed_s: float = 0.0,
         steps: StepsProgress | None = None,
         parts: list[Trajectory] | None = None,
+        skills: str | None = None,
     ):
         self.prepared = prepared
         self.task = prepared.task
@@ -297,6 +311,9 @@ class Rollout:
         self.trajectory = trajectory or new_trajectory(instruction, task_id=self.task.id)
         self.elapsed_s = elapsed_s
         self.stop_reason: StopReason | None = self.trajectory.stop_reason
+        self.skills = skills  # the block said after each instruction, once read
+        self._offer: Offer | None = None  # open between the first turn and suspend/finish
+        self._offering = AsyncExitStack()
 
     def _step_limits(self) -> Limits:
         """The limits of the conversation under way (the step's, for a multi-step task)."""
@@ -325,6 +342,7 @@ class Rollout:
         returns :attr:`done`."""
         if self.done:
             return True
+        await self._open()
         if self.steps is not None and not self.steps.begun and not await self._begin_step():
             return self.done  # its setup failed: the trial is over
         if self.steps is None and not self.trajectory.turns:  # the oracle's /solution, by root
@@ -334,6 +352,29 @@ class Rollout:
         if self.stop_reason is not None and self.steps is not None:
             await self._end_step()
         return self.done
+
+    async def _open(self) -> Offer:
+        """What the model is offered (opened now if it is not), the skills read the first
+        time and said in the conversation not begun."""
+        if self._offer is not None:
+            return self._offer
+        await self.box.resume()  # a resumed rollout's sandbox is frozen; servers start in it
+        offer = await self._offering.enter_async_context(
+            offered(self.task, self.box, skills=self.skills)
+        )
+        self._offer = offer
+        if self.skills is None:
+            self.skills = offer.skills
+            if not self.trajectory.turns:  # its opening said without the skills
+                opening = self.trajectory.messages[1]["content"]
+                self.trajectory = new_trajectory(offer.told(opening), task_id=self.task.id)
+        return offer
+
+    async def _close(self) -> None:
+        """Close the offer's MCP sessions (a stdio server's process ends)."""
+        self._offer = None
+        # not shielded here: a stdio server's task group must end in the scope it began in
+        await self._offering.aclose()
 
     async def _begin_step(self) -> bool:
         """Set up the step to begin (an oracle's solution laid out); whether it could be."""
@@ -350,7 +391,8 @@ class Rollout:
         if self.steps.over:
             return
         step = self.steps.step(self.task.multi_step)
-        self.trajectory = new_trajectory(step.instruction, task_id=self.task.id)
+        told = step.instruction + (self.skills or "")  # as the offer tells it
+        self.trajectory = new_trajectory(told, task_id=self.task.id)
         self.limits = self.given_limits or self._step_limits()
         self.elapsed_s, self.stop_reason = 0.0, None
 
@@ -363,7 +405,7 @@ class Rollout:
                     self.model,
                     self.box,
                     self.trajectory,
-                    tools=self.task.agent_tools,
+                    tools=(await self._open()).tools,
                     policy_version=self.version,
                 )
             if reason is None:
@@ -374,7 +416,9 @@ class Rollout:
         self.stop_reason = self.trajectory.stop_reason = reason
 
     async def suspend(self) -> SuspendedRollout:
-        """Pause the sandbox and let go of it; the returned state resumes with :func:`resume`."""
+        """Close the MCP sessions, pause the sandbox and let go of it; the returned state
+        resumes with :func:`resume`."""
+        await self._close()
         await self.box.pause()
         state = SuspendedRollout(
             prepared=self.prepared,
@@ -387,6 +431,7 @@ class Rollout:
             steps=self.steps,
             parts=self.parts,
             given_limits=self.given_limits,
+            skills=self.skills,
         )
         self.box.detach()
         return state
@@ -395,7 +440,9 @@ class Rollout:
         """Take the final workspace, remove the sandbox, and verify it in a new checker
         sandbox (the one made ``ahead``, if given), filling in the reward. A multi-step
         task's step under way is verified (the steps not begun do not count, as those a gate
-        skipped), its sandbox removed, and the trial's trajectory and score returned."""
+        skipped), its sandbox removed, and the trial's trajectory and score returned. The
+        MCP sessions are closed first."""
+        await self._close()
         if self.steps is not None:
             return await self._finish_steps()
         # a sandbox made to outlive this process is not kept for another episode
@@ -426,6 +473,7 @@ class Rollout:
                 while not await self.step():
                     pass
             except BaseException:
+                await self._close()
                 await self.box.close()
                 raise
             return await self.finish(ahead=ahead)
@@ -468,6 +516,7 @@ async def resume(
         elapsed_s=state.elapsed_s,
         steps=state.steps,
         parts=state.parts,
+        skills=state.skills,
     )
 
 

@@ -31,7 +31,6 @@ import anyio
 from pydantic import BaseModel, ConfigDict
 
 from agentenv.agent.loop import run_episode
-from agentenv.agent.mcp import mcp_tools
 from agentenv.agent.policies import lay_out
 from agentenv.agent.trajectory import ToolResultCallback, Trajectory
 from agentenv.archive import Archive
@@ -44,6 +43,7 @@ from agentenv.runner.artifacts import Collecting, collect_before_pause, collect_
 from agentenv.runner.harbor_verdict import harbor_verdict
 from agentenv.runner.healthcheck import wait_healthy
 from agentenv.runner.image_user import build_timeout_named, with_image_user
+from agentenv.runner.offer import offered
 from agentenv.runner.system_changes import container_changes
 from agentenv.runner.workspace import safe_workspace, workspace_tar
 from agentenv.sandbox import (
@@ -672,18 +672,17 @@ async def run_task(
         async with episode(prepared, phases=phases) as ep:
             with timer("loop"):
                 await lay_out(model, ep.sandbox)  # the oracle's /solution, by root
-                async with mcp_tools(task.mcp_servers, ep.sandbox) as served:
+                async with offered(task, ep.sandbox) as offer:
                     traj = await run_episode(
                         model,
                         ep.sandbox,
-                        task.instruction,
+                        offer.told(task.instruction),
                         task_id=task.id,
                         limits=task.limits,
-                        tools=(*task.agent_tools, *served),  # the task's MCP servers' too
+                        tools=offer.tools,
                         pause=pause,
                         on_event=on_event,
                         on_tool_result=on_tool_result,
-                        skills_dir=task.skills_dir,
                     )
             final, traj.score = await ep.conclude()
         return traj, final

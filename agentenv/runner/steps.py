@@ -52,6 +52,7 @@ from agentenv.runner.artifacts import by_step
 from agentenv.runner.episode import Final, Prepared, finish, prepare, release, start_sandbox
 from agentenv.runner.harbor_verdict import harbor_verdict, step_check
 from agentenv.runner.healthcheck import HealthcheckFailed, wait_healthy
+from agentenv.runner.offer import offered
 from agentenv.runner.workspace import workspace_tar
 from agentenv.sandbox import Sandbox, SandboxError, remove_snapshot
 from agentenv.sandbox.errors import ExecUserError
@@ -252,24 +253,26 @@ async def _trial(
     progress = StepsProgress()
     final: Final | None = None
     taken: list[tuple[str, Archive]] = []  # each step's artifacts
-    while not progress.over:
-        step = await begin_step(box, prepared, progress, model)
-        if step is None:
-            break
-        with timer("loop"):
-            trajectories.append(
-                await play(
-                    box,
-                    step.instruction,
-                    task_id=prepared.task.id,
-                    limits=step_limits(prepared.task, step),
-                    tools=prepared.task.agent_tools,
-                    skills_dir=prepared.task.skills_dir,
+    # one offer for the trial: its MCP servers' sessions across the steps, its skills
+    # read once and said after each step's instruction
+    async with offered(prepared.task, box) as offer:
+        while not progress.over:
+            step = await begin_step(box, prepared, progress, model)
+            if step is None:
+                break
+            with timer("loop"):
+                trajectories.append(
+                    await play(
+                        box,
+                        offer.told(step.instruction),
+                        task_id=prepared.task.id,
+                        limits=step_limits(prepared.task, step),
+                        tools=offer.tools,
+                    )
                 )
-            )
-        final = await end_step(box, prepared, progress, timer.into)
-        if final.artifacts is not None:
-            taken.append((step.name, final.artifacts))
+            final = await end_step(box, prepared, progress, timer.into)
+            if final.artifacts is not None:
+                taken.append((step.name, final.artifacts))
     traj = joined(trajectories, prepared.task)
     traj.score = progress.score(multi)
     if final is None:  # the first step could not start: its workdir as prepared
