@@ -115,11 +115,3 @@ async def read_skills(sandbox: Sandbox, skills_dir: str) -> list[Skill]:
         except (OSError, SandboxError, tarfile.TarError) as e:
             log.warning("skills.none", skills_dir=skills_dir, why=str(e)[:200])
             return []
-
-
-async def with_skills(sandbox: Sandbox, instruction: str, skills_dir: str | None) -> str:
-    """``instruction`` followed by the block naming the skills in ``skills_dir`` (as Harbor's
-    Terminus 2 appends it); unchanged without a folder or without skills in it."""
-    if not skills_dir:
-        return instruction
-    return instruction + skills_block(await read_skills(sandbox, skills_dir))
