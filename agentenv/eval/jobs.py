@@ -274,7 +274,7 @@ class _JobRun:
             # no sandbox: its verdict would be the missing internet's, not the agent's
             result = EpisodeResult(
                 task_id=task.id, sample=sample, outcome="no_internet",
-                error=no_internet_reason(task.id, self.offline), attempts=0,
+                error=no_internet_reason(task, self.offline), attempts=0,
             )  # fmt: skip
             self.record(task.id, sample, result, None, time.time())
             return

@@ -56,12 +56,21 @@ def needs_internet(task: Task) -> bool:
     return bool(task.network == "bridge" or own == "bridge")
 
 
-def no_internet_reason(task_id: str, missing: list[str]) -> str:
-    """The error of an episode not run because its task asks for the internet and this
-    host did not reach ``missing``."""
+def no_internet_reason(task: Task, missing: list[str]) -> str:
+    """The error of an episode not run because ``task`` asks for the internet and this
+    host did not reach ``missing``: which phase asks, and why."""
+    if task.network == "bridge":
+        who = (
+            "its agent (network 'bridge'; Harbor: allow_internet = true or network_mode = 'public')"
+        )
+    else:
+        who = (
+            "its verifier (Harbor's [verifier] network_mode = 'public', or its default, the "
+            "internet, given where tests/test.sh downloads, as Harbor's template does)"
+        )
     return (
-        f"task {task_id} asks for the internet (network 'bridge'; Harbor: allow_internet = "
-        f"true or network_mode = 'public') and this host has not got it ({', '.join(missing)} "
-        "did not answer): not run, an infrastructure error, not a 0. Run it where the "
-        f"internet is (a resume runs it), or set {ENV}=1 if the sandboxes reach it another way"
+        f"task {task.id} asks for the internet for {who} and this host has not got it "
+        f"({', '.join(missing)} did not answer): not run, an infrastructure error, not a 0. "
+        f"Run it where the internet is (a resume runs it), or set {ENV}=1 if the sandboxes "
+        "reach it another way"
     )

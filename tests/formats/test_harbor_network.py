@@ -155,7 +155,7 @@ UV = "curl -LsSf https://astral.sh/uv/0.9.7/install.sh | sh\nuvx pytest /tests/t
 
 @pytest.mark.no_docker
 def test_a_test_sh_that_downloads_gets_harbors_default_the_internet(tmp_path: Path) -> None:
-    from agentenv.eval.online import needs_internet
+    from agentenv.eval.online import needs_internet, no_internet_reason
 
     # Harbor's template test.sh installs uv from astral.sh: with agentenv's default (no
     # network) its verifier wrote reward 0 for the oracle as for anyone
@@ -164,6 +164,8 @@ def test_a_test_sh_that_downloads_gets_harbors_default_the_internet(tmp_path: Pa
     assert isinstance(task.verifier, HarborCheck)
     assert (task.network, task.verifier.network) == ("none", "bridge")  # the agent's stays none
     assert needs_internet(task)  # so an offline host says no_internet, never a 0
+    why = no_internet_reason(task, ["github.com"])
+    assert "for its verifier" in why and "test.sh downloads" in why, why
     # one that fetches nothing keeps agentenv's default; a local service's URL is no download
     local = "curl -s http://localhost:8000/health\npython3 -m pytest /tests\n"
     quiet = load_task(harbor_task(tmp_path, "local", test=local, toml=_toml()))
