@@ -109,7 +109,8 @@ async def test_each_step_is_offered_the_mcp_tools_and_told_the_skills(
         turn("submit"),
     ]
     server = K3Server(script)
-    traj, _ = await run_task(task, chat_model(server, "in-process"))
+    # the stdio server's image is built on Docker (test_mcp_stdio), whatever the suite's backend
+    traj, _ = await run_task(task, chat_model(server, "in-process"), backend="docker")
     assert len(server.requests) == len(script)
     for request in server.requests:  # before: no box__* tools in any step
         assert {"bash", "submit", "box__count"} <= offered_tools(request)
