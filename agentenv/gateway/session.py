@@ -54,9 +54,11 @@ class Gateway:
         pause: bool = True,
         on_event: EventCallback | None = None,
         policy_version: int | str | None = None,
+        token: str | None = None,
     ):
         self.socket_path = socket_path  # listening Unix socket (mode 0666; its folder 0755)
-        self.token = secrets.token_urlsafe(32)  # the episode's secret, never a real key
+        # the episode's secret, never a real key; given: a resumed episode's harness has it
+        self.token = token or secrets.token_urlsafe(32)
         self.stopped = anyio.Event()  # the session ended: a budget, the context, or an error
         self.stop_reason: StopReason | None = None
         self.error: Exception | None = None  # the endpoint (or the sandbox) failed for good
@@ -74,6 +76,9 @@ class Gateway:
         self._frozen = 0  # calls in flight holding the sandbox frozen
         self._freeze_lock = anyio.Lock()
         self._replay = Replay()
+        for m in trajectory.messages:  # a resumed episode: its turns so far come back too
+            if m.get("role") == "assistant":
+                self._replay.remember(m)
         self._dialects: dict[str, Dialect] = {}
         for name in dialect_names():
             d = dialect(name)
@@ -206,7 +211,11 @@ class Gateway:
         except ContextOverflow as e:
             self._stop("context_length")
             return Response(
-                400, d.error(400, f"context_length_exceeded: the conversation is too long: {e}")
+                400,
+                d.error(
+                    400,
+                    f"context_length_exceeded: prompt is too long for the model's context window: {e}",
+                ),
             )
         except EndpointUnavailable as e:
             self._fail(e)
@@ -299,10 +308,15 @@ async def open_gateway(
     pause: bool = True,
     on_event: EventCallback | None = None,
     policy_version: int | str | None = None,
+    token: str | None = None,
 ) -> AsyncIterator[Gateway]:
     """Listen on ``socket_dir/gateway.sock`` for one episode's harness; closed (and calls
     in flight cancelled, the sandbox thawed) on exit. ``trajectory`` is where its turns
-    go; ``sandbox`` is frozen for each call when ``pause``."""
+    go (a resumed episode's too: its assistant turns are replayed as they were);
+    ``sandbox`` is frozen for each call when ``pause``, through its ``pause``/``resume``.
+    ``token`` is the harness's secret (default: a new random one; a resumed episode passes
+    the one its running harness holds). A call in flight when it closes is cancelled: no
+    turn recorded, its connection closed without an answer."""
     socket_dir.mkdir(parents=True, exist_ok=True)
     os.chmod(socket_dir, 0o755)
     path = socket_dir / SOCKET_NAME
@@ -321,6 +335,7 @@ async def open_gateway(
         pause=pause,
         on_event=on_event,
         policy_version=policy_version,
+        token=token,
     )
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.bind(str(path))
