@@ -17,6 +17,7 @@ from agentenv.model.types import Completion
 _MODULES = {
     "chat": "agentenv.gateway.chat",
     "anthropic": "agentenv.gateway.anthropic",
+    "responses": "agentenv.gateway.responses",
 }
 
 

@@ -214,7 +214,8 @@ class Gateway:
                 400,
                 d.error(
                     400,
-                    f"context_length_exceeded: prompt is too long for the model's context window: {e}",
+                    "context_length_exceeded: prompt is too long for the model's context window: "
+                    f"{e}",
                 ),
             )
         except EndpointUnavailable as e:
