@@ -75,6 +75,11 @@ class Gateway:
         self._answered: float | None = None  # when the last answer went out
         self._frozen = 0  # calls in flight holding the sandbox frozen
         self._freeze_lock = anyio.Lock()
+        self._in_flight = 0  # calls admitted and not yet recorded
+        # With a token or dollar budget, calls go one at a time, so that each check sees
+        # the spend of the calls before it (calls at once would all pass the same check)
+        self._serial = limits.max_output_tokens is not None or limits.max_cost_usd is not None
+        self._spend_lock = anyio.Lock()
         self._replay = Replay()
         for m in trajectory.messages:  # a resumed episode: its turns so far come back too
             if m.get("role") == "assistant":
@@ -190,20 +195,38 @@ class Gateway:
             "last_id": self.model_name,
         }
 
+    def _over_budget(self, now: float) -> StopReason | None:
+        # calls in flight count as turns: a harness (or an agent holding the token) firing
+        # calls at once must not get past max_turns
+        if len(self._trajectory.turns) + self._in_flight >= self._limits.max_turns:
+            return "max_turns"
+        return limit_reached(self._trajectory, self._limits, now - self._started)
+
     async def _call(self, d: Dialect, call: Call) -> Response:
-        arrived = time.monotonic()
         if self.error is not None:
             return Response(
                 503, d.error(503, f"the model endpoint failed; the episode is over: {self.error}")
             )
-        reason = self.stop_reason or limit_reached(
-            self._trajectory, self._limits, arrived - self._started
-        )
+        if not self._serial:
+            return await self._admitted(d, call)
+        async with self._spend_lock:
+            return await self._admitted(d, call)
+
+    async def _admitted(self, d: Dialect, call: Call) -> Response:
+        arrived = time.monotonic()
+        reason = self.stop_reason or self._over_budget(arrived)
         if reason is not None:
             self._stop(reason)
             return Response(
                 400, d.error(400, f"{reason}: the episode's budget is spent; stop here")
             )
+        self._in_flight += 1  # no await since the check: admitted atomically
+        try:
+            return await self._answer(d, call, arrived)
+        finally:
+            self._in_flight -= 1
+
+    async def _answer(self, d: Dialect, call: Call, arrived: float) -> Response:
         self._charge_tools(arrived)
         messages = self._replay.restore(call.messages)
         try:
