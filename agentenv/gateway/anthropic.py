@@ -207,8 +207,10 @@ class AnthropicDialect:
                 messages += _user(blocks, at)
             elif m.get("role") == "assistant":
                 messages.append(_assistant(blocks, at))
+            elif m.get("role") == "system":  # Claude Code 2.1 puts its environment block here
+                messages.append({"role": "system", "content": text_of(m.get("content"), at)})
             else:
-                raise DialectError(f"{at}: role must be 'user' or 'assistant'")
+                raise DialectError(f"{at}: role must be 'user', 'assistant' or 'system'")
         return Call(
             messages=messages,
             tools=_tools(body.get("tools"), where),

@@ -141,3 +141,26 @@ async def test_count_tokens_and_errors_in_anthropics_shape(socket_dir: Path) -> 
             await client.close()
             await wrong.close()
     assert server.requests == []
+
+
+async def test_a_system_message_inside_messages_goes_to_the_model_in_place(
+    socket_dir: Path,
+) -> None:
+    # Claude Code 2.1 sends its environment block as a message of role "system" between user
+    # turns, to /v1/messages?beta=true; refused, Claude Code exits on its first call
+    with K3Server([ScriptedTurn(reasoning="r", content="ok")]) as server:
+        async with gateway_on(server, socket_dir) as gateway:
+            client = anthropic_client(gateway)
+            await client.messages.create(
+                model="kimi-k3",
+                max_tokens=100,
+                messages=[
+                    {"role": "user", "content": "hi"},
+                    {"role": "system", "content": "cwd: /workspace"},  # type: ignore[misc,list-item]
+                ],
+                extra_query={"beta": "true"},
+            )
+            await client.close()
+    sent = server.requests[0]["messages"]
+    assert [m["role"] for m in sent] == ["user", "system"]
+    assert sent[1]["content"] == "cwd: /workspace"
