@@ -25,15 +25,19 @@ from agentenv.agent.loop import limit_reached, new_trajectory, take_turn
 from agentenv.agent.trajectory import Limits, StopReason, Trajectory
 from agentenv.log import get_logger
 from agentenv.model.types import ChatModel
+from agentenv.harnesses.base import Harness
 from agentenv.runner.episode import (
     CheckerAhead,
     Episode,
     Prepared,
     checker_ahead,
+    episode,
+    play_episode,
     prepare,
     release,
     start_sandbox,
 )
+from agentenv.runner.harness import Agent, refuse_task, resolve_agent
 from agentenv.runner.offer import Offer, offered
 from agentenv.runner.outcomes import classify
 from agentenv.runner.steps import StepsProgress, begin_step, end_step, joined, step_limits
@@ -63,10 +67,13 @@ async def _episode(
     policy_version: int | str | None,
     *,
     pool: SandboxPool | None = None,
+    harness: Harness | None = None,
 ) -> Trajectory:
     """One episode from a prepared state; its failure is in the trajectory, not raised (one
     episode never takes down its group or stream). Cancellation still propagates."""
     task = prepared.task
+    if harness is not None:
+        return await _harness_episode(prepared, policy, limits, policy_version, harness)
     rollout: Rollout | None = None
     try:
         model = model_for(policy, task)
@@ -89,6 +96,45 @@ async def _episode(
         return traj
 
 
+async def _harness_episode(
+    prepared: Prepared,
+    policy: Policy,
+    limits: Limits | None,
+    policy_version: int | str | None,
+    harness: Harness,
+) -> Trajectory:
+    """One episode played by ``harness`` (:mod:`agentenv.runner.harness`) through the
+    episode lifecycle; its failure is in the trajectory (with the turns taken), not raised."""
+    task = prepared.task
+    traj = new_trajectory(task.instruction, task_id=task.id)
+    try:
+        model = model_for(policy, task)
+        async with episode(prepared, harness=harness) as ep:
+            traj = await play_episode(
+                ep, model, limits=limits, policy_version=policy_version, into=traj
+            )
+            _, traj.score = await ep.conclude()
+        return traj
+    except Exception as e:
+        log.warning("rollout.failed", task=task.id, error=f"{type(e).__name__}: {e}")
+        traj.error = f"{classify(e)}: {type(e).__name__}: {e}"
+        return traj
+
+
+def _harness_for(task: Task, agent: Agent, pool: SandboxPool | None = None) -> Harness | None:
+    """The harness ``agent`` names, refused here (raised, as a caller's mistake) when it
+    cannot play ``task`` or comes with a ``pool`` (of the built-in loop's sandboxes)."""
+    harness = resolve_agent(agent)
+    if harness is not None:
+        refuse_task(task, harness)
+        if pool is not None:
+            raise ValueError(
+                f"a pool's sandboxes are the built-in loop's: the agent {harness.name!r} "
+                "needs its own (leave pool out)"
+            )
+    return harness
+
+
 async def rollout(
     task: Task,
     policy: Policy,
@@ -97,12 +143,19 @@ async def rollout(
     pool: SandboxPool | None = None,
     policy_version: int | str | None = None,
     backend: str | None = None,
+    agent: Agent = None,
 ) -> Trajectory:
     """One episode of ``task`` through the episode lifecycle (prepare, setup, the loop,
     finish, verification in a new checker sandbox); the returned trajectory has ``score``
     and ``reward`` filled in, or ``error`` set if the infrastructure failed under it.
     ``pool`` must hold sandboxes made with :func:`~agentenv.runner.episode.agent_spec`.
-    Its sandboxes are ``backend``'s (see :mod:`agentenv.sandbox.backend`)."""
+    Its sandboxes are ``backend``'s (see :mod:`agentenv.sandbox.backend`).
+
+    ``agent`` plays it: the built-in loop (``None``) or a harness, by name or value (see
+    :mod:`agentenv.runner.harness`: its model calls go through a gateway that freezes the
+    sandbox and records each turn; the trajectory's ``harness`` says how it ran). An
+    unknown name, a multi-step task or a ``pool`` with a harness is raised, not returned."""
+    harness = _harness_for(task, agent, pool)
     try:
         prepared = await prepare(task, backend=pool.spec.backend if pool else backend, steps=True)
     except Exception as e:
@@ -110,7 +163,9 @@ async def rollout(
         traj.error = f"{classify(e)}: {type(e).__name__}: {e}"
         return traj
     try:
-        return await _episode(prepared, policy, limits, policy_version, pool=pool)
+        return await _episode(
+            prepared, policy, limits, policy_version, pool=pool, harness=harness
+        )
     finally:
         await release(prepared)
 
@@ -149,13 +204,16 @@ async def rollout_group(
     policy_version: int | str | None = None,
     timings: list[GroupTimings] | None = None,
     backend: str | None = None,
+    agent: Agent = None,
 ) -> list[Trajectory]:
     """``n`` episodes of ``task`` run concurrently, with group-relative advantages. With
     ``share_setup`` the workspace and setup are prepared once, snapshotted, and the n
     sandboxes (and their checker sandboxes) started from it; otherwise each episode
-    prepares its own. A failed episode comes back with ``error`` set and no advantage."""
+    prepares its own. A failed episode comes back with ``error`` set and no advantage.
+    ``agent``: who plays each episode, as for :func:`rollout`."""
     if n < 1:
         raise ValueError(f"n must be at least 1, got {n}")
+    harness = _harness_for(task, agent)
     group_id = uuid.uuid4().hex[:12]
     t0 = time.monotonic()
     shared = await prepare(task, share=True, backend=backend, steps=True) if share_setup else None
@@ -164,10 +222,15 @@ async def rollout_group(
 
     async def one(i: int) -> None:
         if shared is not None:
-            out[i] = await _episode(shared, policy, limits, policy_version)
+            out[i] = await _episode(shared, policy, limits, policy_version, harness=harness)
         else:
             out[i] = await rollout(
-                task, policy, limits=limits, policy_version=policy_version, backend=backend
+                task,
+                policy,
+                limits=limits,
+                policy_version=policy_version,
+                backend=backend,
+                agent=harness,
             )
 
     t1 = time.monotonic()
@@ -200,16 +263,26 @@ async def stream(
     limits: Limits | None = None,
     policy_version: int | str | None = None,
     backend: str | None = None,
+    agent: Agent = None,
 ) -> AsyncIterator[Trajectory]:
     """Rollouts of every task ``n`` times, yielded as they finish. Back-pressure: a finished
-    rollout waits (holding its concurrency slot) until the consumer takes it."""
+    rollout waits (holding its concurrency slot) until the consumer takes it. ``agent``:
+    who plays each, as for :func:`rollout` (checked against every task before any runs)."""
+    harness = resolve_agent(agent)
+    for task in tasks if harness is not None else ():
+        refuse_task(task, harness)
     send, receive = anyio.create_memory_object_stream[Trajectory](0)
     limiter = anyio.CapacityLimiter(concurrency)
 
     async def one(task: Task) -> None:
         async with limiter:
             traj = await rollout(
-                task, policy, limits=limits, policy_version=policy_version, backend=backend
+                task,
+                policy,
+                limits=limits,
+                policy_version=policy_version,
+                backend=backend,
+                agent=harness,
             )
             await send.send(traj)
 

@@ -41,6 +41,7 @@ class EpisodeResult(Spend):
     task_id: str
     sample: int
     outcome: Outcome
+    agent: str | None = None  # the harness that played it; None: the built-in loop
     reward: float | None = None  # None unless graded
     passed: bool = False
     stop_reason: str | None = None
@@ -78,6 +79,9 @@ class JobConfig(JobSettings):
     reasoning_effort: str | None = None
     folders: dict[str, str] = Field(default_factory=dict)  # task id → folder, for regrading
     tags: dict[str, list[str]] = Field(default_factory=dict)  # task id → tags, for subtotals
+    # the harness that plays every episode (``--agent``); None: the built-in loop. A resume
+    # must use the same one (a folder from before it existed reads as the built-in loop's)
+    agent: str | None = None
 
 
 def load_results(folder: Path, *, repair: bool = False) -> dict[tuple[str, int], EpisodeResult]:

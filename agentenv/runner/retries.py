@@ -45,6 +45,11 @@ class EpisodeSettings(BaseModel):
         description="how long an episode waits for a sandbox engine that stopped answering "
         "(restarting, say) before the job stops",
     )
+    agent: str | None = Field(
+        None,
+        description="the harness that plays each episode (mini-swe-agent, codex, claude-code, "
+        "...; see agentenv.runner.harness); None: agentenv's built-in loop",
+    )
 
 
 MAX_OUTAGES = 8  # host troubles one episode waits out; past this they are its attempts
@@ -128,6 +133,7 @@ def _result_from(
     return EpisodeResult(
         task_id=task.id,
         sample=sample,
+        agent=traj.harness.name if traj.harness is not None else None,
         outcome=outcome,
         reward=score.reward if graded and score else None,
         passed=bool(graded and score and score.passed),
@@ -171,7 +177,9 @@ async def run_episode_with_retries(
         phases = {"retries": attempt_started - started} if again else {}
         try:
             model = Metered(policies.for_task(task), spent)
-            traj, final = await run_task(task, model, phases=phases, backend=settings.backend)
+            traj, final = await run_task(
+                task, model, phases=phases, backend=settings.backend, agent=settings.agent
+            )
             kept = taken = None
             if settings.keep_final and out is not None and final.rejected is None:
                 kept = f"finals/{task.id}/{sample}.tar"
