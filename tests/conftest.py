@@ -7,6 +7,12 @@ sets ``AGENTENV_REQUIRE_DOCKER=1``: then a missing engine stops the run as an er
 never goes green by skipping). Without that variable, on a machine with no engine, the tests
 that need one are skipped, saying why. Every sandbox the suite creates carries this
 session's run id, and whatever is left at the end is removed.
+
+Tests whose sandboxes are on Docker whatever ``AGENTENV_BACKEND`` says (compose tasks, a
+``backend="docker"`` or ``--backend docker`` of their own, ``DockerSandbox`` by name) are
+marked ``on_docker``, and so is every ``no_docker`` test (marked here): CI's Podman stage
+leaves them out (``-m "not on_docker"``), since the Docker stage already ran them as they
+would run there.
 """
 
 from __future__ import annotations
@@ -53,9 +59,14 @@ def _engine_problem() -> str | None:
     return None
 
 
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects: it must see the on_docker added here
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Skip the tests that need the engine where there is none, unless it is required;
-    the same for Podman's."""
+    """Mark every ``no_docker`` test ``on_docker`` too (no sandbox at all: nothing of it runs
+    on Podman); skip the tests that need the engine where there is none, unless it is
+    required; the same for Podman's."""
+    for item in items:
+        if item.get_closest_marker("no_docker") is not None:
+            item.add_marker(pytest.mark.on_docker)
     on_podman = [item for item in items if item.get_closest_marker("podman") is not None]
     podman_problem = _podman_problem() if on_podman else None
     if podman_problem is not None:

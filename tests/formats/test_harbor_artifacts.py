@@ -119,6 +119,7 @@ def test_artifacts_and_collect_load(tmp_path: Path) -> None:
     assert side.artifacts[-1].service == "db" and side.collect[0].service == "db"  # type: ignore[union-attr]
 
 
+@pytest.mark.on_docker
 def test_oracle_eval_writes_artifacts_to_the_job_folder(tmp_path: Path) -> None:
     tasks = tmp_path / "tasks"
     _tasks(tasks)

@@ -128,6 +128,7 @@ def compose_task(root: Path, name: str = "token", compose: str = COMPOSE) -> Pat
     return folder
 
 
+@pytest.mark.on_docker
 async def test_a_compose_task_runs_oracle_1_null_0(tmp_path: Path) -> None:
     folder = compose_task(tmp_path)
     task = load_task(folder)  # was refused: "docker-compose environments are not supported"

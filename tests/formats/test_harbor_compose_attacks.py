@@ -111,6 +111,7 @@ async def _all(task: Task, tmp: Path) -> dict[str, Trajectory | str]:
     return out
 
 
+@pytest.mark.on_docker
 async def test_compose_attacks_score_the_null_reward_in_final_mode(tmp_path: Path) -> None:
     task = attack_task(tmp_path)
     assert task.verifier is not None and task.verifier.model_dump()["mode"] == "final"
@@ -131,6 +132,7 @@ async def test_compose_attacks_score_the_null_reward_in_final_mode(tmp_path: Pat
     assert any("/usr/local/bin/python3" in s for s in wrapped.suspicious), wrapped
 
 
+@pytest.mark.on_docker
 async def test_the_oracle_scores_1_in_final_mode_beside_the_services(tmp_path: Path) -> None:
     task = attack_task(tmp_path)
     traj = await _episode(task, SOLVE, tmp_path, "oracle")

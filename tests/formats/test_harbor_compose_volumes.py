@@ -160,6 +160,7 @@ def _logged(final_artifacts: object) -> str:
     raise AssertionError(f"no log among {tar.getnames()}")
 
 
+@pytest.mark.on_docker
 async def test_main_mounts_the_group_volume_read_only_and_the_verdict_reads_it(
     tmp_path: Path,
 ) -> None:

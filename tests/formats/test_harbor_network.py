@@ -99,6 +99,7 @@ echo $r > /logs/verifier/reward.txt
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("verifier", ["no-network", "public"])
+@pytest.mark.on_docker
 async def test_a_harbor_task_with_an_allowlist_runs(tmp_path: Path, verifier: str) -> None:
     """The oracle, under the agent's allowlist, is refused by the gateway for a host not on
     it and has no route around it; the verifier runs in a sandbox of its own policy (made

@@ -171,6 +171,7 @@ echo 1 > /app/planted.txt
 """
 
 
+@pytest.mark.on_docker
 async def test_a_verifier_image_from_tests_with_its_env_cpus_workdir_and_side_artifact(
     tmp_path: Path,
 ) -> None:

@@ -95,6 +95,7 @@ def opening(request: dict[str, object]) -> str:
     return str(request["messages"][1]["content"])  # type: ignore[index]
 
 
+@pytest.mark.on_docker
 async def test_each_step_is_offered_the_mcp_tools_and_told_the_skills(
     stdio_image: str, tmp_path: Path
 ) -> None:

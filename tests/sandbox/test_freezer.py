@@ -198,6 +198,7 @@ FALLBACK = """
 """
 
 
+@pytest.mark.on_docker
 def test_a_cgroup_this_host_cannot_write_falls_back_to_the_engine_with_a_log_line() -> None:
     private = ["unshare", "--mount", "--propagation", "private"]
     done = subprocess.run(

@@ -72,6 +72,7 @@ async def test_others_see_it_paused_whoever_froze_it(busy: Sandbox) -> None:
     assert not cgroup.is_frozen(path)
 
 
+@pytest.mark.on_docker
 async def test_an_engine_answer_its_own_state_contradicts_does_not_fail_the_sandbox() -> None:
     # The engine answers 409 ("already paused", "not paused") when the container is already
     # as asked, as it also does under load with a stale view: the container's real state

@@ -109,6 +109,7 @@ async def test_a_checker_yields_contended_cores_to_agents() -> None:
     assert checker.cpu_shares == CHECKER_CPU_SHARES < SandboxSpec().cpu_shares == 1024
 
 
+@pytest.mark.on_docker
 async def test_docker_sets_what_it_was_asked_to() -> None:
     """The Docker backend's container, as the engine records it."""
     box = await DockerSandbox.create(SandboxSpec(backend="docker"))
