@@ -273,13 +273,11 @@ class _EvalJob:
 def _start(job: _EvalJob, *, redo_changed: bool) -> list[str]:
     """Check the job before anything is printed or written (a missing key, a folder that
     holds another job: exit 2); the tasks ``--redo-changed`` runs again."""
-    from agentenv.errors import ConfigMismatch
+    from agentenv.errors import ConfigMismatch, TaskError
     from agentenv.eval.jobs import job_config
     from agentenv.runner import Policies
-    from agentenv.runner.results import check_config
-
-    from agentenv.errors import TaskError
     from agentenv.runner.harness import refuse_task, resolve_agent
+    from agentenv.runner.results import check_config
 
     model, effort = job.settings.model, job.settings.reasoning_effort
     try:

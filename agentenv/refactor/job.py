@@ -30,6 +30,7 @@ from pydantic import BaseModel, Field
 from agentenv import scratch
 from agentenv.agent.trajectory import Limits, Spend, Trajectory
 from agentenv.errors import JobStopped
+from agentenv.harnesses.base import Harness
 from agentenv.log import get_logger
 from agentenv.refactor.repos import (
     BranchMade,
@@ -50,7 +51,6 @@ from agentenv.refactor.verdict import (
     verdict_files,
 )
 from agentenv.runner.budget import Budget, Metered, with_earlier_spend
-from agentenv.harnesses.base import Harness
 from agentenv.runner.episode import (
     Prepared,
     episode,

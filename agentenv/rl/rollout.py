@@ -23,9 +23,9 @@ from pydantic import BaseModel
 from agentenv.agent import policies
 from agentenv.agent.loop import limit_reached, new_trajectory, take_turn
 from agentenv.agent.trajectory import Limits, StopReason, Trajectory
+from agentenv.harnesses.base import Harness
 from agentenv.log import get_logger
 from agentenv.model.types import ChatModel
-from agentenv.harnesses.base import Harness
 from agentenv.runner.episode import (
     CheckerAhead,
     Episode,
@@ -163,9 +163,7 @@ async def rollout(
         traj.error = f"{classify(e)}: {type(e).__name__}: {e}"
         return traj
     try:
-        return await _episode(
-            prepared, policy, limits, policy_version, pool=pool, harness=harness
-        )
+        return await _episode(prepared, policy, limits, policy_version, pool=pool, harness=harness)
     finally:
         await release(prepared)
 

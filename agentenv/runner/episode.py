@@ -36,14 +36,12 @@ from agentenv.agent.trajectory import Limits, ToolResultCallback, Trajectory
 from agentenv.archive import Archive
 from agentenv.errors import TaskError
 from agentenv.formats.harbor.compose import start_compose
+from agentenv.harnesses.base import Harness
 from agentenv.log import get_logger
 from agentenv.model.client import EventCallback
 from agentenv.model.types import ChatModel
 from agentenv.runner.artifacts import Collecting, collect_before_pause, collect_paused
 from agentenv.runner.harbor_verdict import harbor_verdict
-from agentenv.runner.healthcheck import wait_healthy
-from agentenv.runner.image_user import build_timeout_named, with_image_user
-from agentenv.harnesses.base import Harness
 from agentenv.runner.harness import (
     Agent,
     HarnessBox,
@@ -52,6 +50,8 @@ from agentenv.runner.harness import (
     refuse_task,
     resolve_agent,
 )
+from agentenv.runner.healthcheck import wait_healthy
+from agentenv.runner.image_user import build_timeout_named, with_image_user
 from agentenv.runner.offer import offered, skills_of
 from agentenv.runner.system_changes import container_changes
 from agentenv.runner.workspace import safe_workspace, workspace_tar
@@ -658,9 +658,7 @@ async def episode(
         async with checker_ahead(prepared) if ahead else _nothing() as made:
             with timer("create"):
                 box = await start_sandbox(prepared, harness=hbox)
-            ep = Episode(
-                prepared, box, ahead=made, reusable=reusable, phases=phases, harness=hbox
-            )
+            ep = Episode(prepared, box, ahead=made, reusable=reusable, phases=phases, harness=hbox)
             try:
                 yield ep
             finally:

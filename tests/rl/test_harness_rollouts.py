@@ -20,6 +20,7 @@ from tests.runner.test_harness_eval import answer_task, null, solving
 pytestmark = pytest.mark.anyio
 
 
+@pytest.mark.on_docker
 async def test_a_rollout_played_by_mini_swe_agent_is_rewarded(tmp_path: Path) -> None:
     task = load_task(answer_task(tmp_path))
     with K3Server(solving) as server:
@@ -40,6 +41,7 @@ async def test_a_rollout_played_by_mini_swe_agent_is_rewarded(tmp_path: Path) ->
     assert traj.turns[0].completion.tool_calls[0].name == "bash"
 
 
+@pytest.mark.on_docker
 async def test_a_group_played_by_a_harness_gets_advantages(tmp_path: Path) -> None:
     task = load_task(answer_task(tmp_path))
     with K3Server(solving) as server:
@@ -52,10 +54,7 @@ async def test_a_group_played_by_a_harness_gets_advantages(tmp_path: Path) -> No
     with K3Server(null) as server:
         model = OpenAIChatModel(base_url=server.base_url, api_key="local")
         got = [
-            t
-            async for t in stream(
-                [task], model, n=1, agent="mini-swe-agent", backend="docker"
-            )
+            t async for t in stream([task], model, n=1, agent="mini-swe-agent", backend="docker")
         ]
     assert [t.reward for t in got] == [0.0]
 
@@ -68,5 +67,5 @@ async def test_a_multi_step_task_or_an_unknown_agent_is_refused(tmp_path: Path) 
         await rollout(steps, model, agent="mini-swe-agent")
     with pytest.raises(TaskError, match=r"task 'two' has steps.*'mini-swe-agent'"):
         await rollout_group(steps, model, 2, agent="mini-swe-agent")
-    with pytest.raises(TaskError, match="unknown agent 'nope'.*mini-swe-agent"):
+    with pytest.raises(TaskError, match=r"unknown agent 'nope'.*mini-swe-agent"):
         await rollout(load_task(answer_task(tmp_path)), model, agent="nope")

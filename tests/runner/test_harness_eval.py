@@ -61,6 +61,7 @@ def null(body: dict[str, Any]) -> ScriptedTurn:
     return ScriptedTurn(reasoning="Nothing to do.", tool_calls=[bash(SUBMIT)])
 
 
+@pytest.mark.on_docker
 def test_eval_with_mini_swe_agent_grades_the_harness_episode(tmp_path: Path) -> None:
     tasks = tmp_path / "tasks"
     answer_task(tasks)
