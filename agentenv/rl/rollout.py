@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import math
+import shutil
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -24,8 +25,10 @@ from agentenv.agent import policies
 from agentenv.agent.loop import limit_reached, new_trajectory, take_turn
 from agentenv.agent.trajectory import Limits, StopReason, Trajectory
 from agentenv.harnesses.base import Harness
+from agentenv.harnesses.install import harness_image
 from agentenv.log import get_logger
 from agentenv.model.types import ChatModel
+from agentenv.rl.harness_rollout import HarnessRollout, HarnessState, new_gateway_dir
 from agentenv.runner.episode import (
     CheckerAhead,
     Episode,
@@ -37,8 +40,8 @@ from agentenv.runner.episode import (
     release,
     start_sandbox,
 )
-from agentenv.runner.harness import Agent, refuse_task, resolve_agent
-from agentenv.runner.offer import Offer, offered
+from agentenv.runner.harness import Agent, HarnessBox, refuse_task, resolve_agent
+from agentenv.runner.offer import Offer, offered, skills_of
 from agentenv.runner.outcomes import classify
 from agentenv.runner.steps import StepsProgress, begin_step, end_step, joined, step_limits
 from agentenv.sandbox import (
@@ -325,6 +328,7 @@ class SuspendedRollout(BaseModel):
     parts: list[Trajectory] = []
     given_limits: Limits | None = None
     skills: str | None = None
+    harness: HarnessState | None = None  # a rollout a harness plays (agent=): its state
 
     @property
     def task(self) -> Task:
@@ -557,12 +561,24 @@ async def start(
     limits: Limits | None = None,
     version: int | str | None = None,
     backend: str | None = None,
-) -> Rollout:
+    agent: Agent = None,
+) -> Rollout | HarnessRollout:
     """A partial rollout, ready to :meth:`~Rollout.step`. Its sandbox (and its prepared
     snapshot, if the task has a setup) may outlive this process once suspended: only their
-    TTL lets ``agentenv gc`` remove them."""
+    TTL lets ``agentenv gc`` remove them.
+
+    With ``agent`` (a harness), a :class:`~agentenv.rl.harness_rollout.HarnessRollout`:
+    each step lets the harness make one model call; suspended, it waits on the next one
+    with its sandbox frozen, and resumes in any process on this host."""
+    harness = _harness_for(task, agent)
     keep_s = SandboxSpec().ttl_s if task.setup else None
     prepared = await prepare(task, keep_s=keep_s, backend=backend, steps=True)
+    if harness is not None:
+        try:
+            return await _start_harness(prepared, model_for(policy, task), harness, limits, version)
+        except BaseException:
+            await release(prepared)
+            raise
     try:
         box = await start_sandbox(prepared, outlive_owner=True)
     except BaseException:
@@ -571,12 +587,71 @@ async def start(
     return Rollout(prepared, model_for(policy, task), box, limits=limits, version=version)
 
 
+async def _start_harness(
+    prepared: Prepared,
+    model: ChatModel,
+    harness: Harness,
+    limits: Limits | None,
+    version: int | str | None,
+) -> HarnessRollout:
+    """A partial rollout of ``harness``: its image, a gateway folder that outlives this
+    process, and its sandbox (never recycled)."""
+    task = prepared.task
+    image = await harness_image(prepared.image, harness, backend=prepared.backend)
+    folder = new_gateway_dir()
+    try:
+        box = await start_sandbox(
+            prepared,
+            outlive_owner=True,
+            harness=HarnessBox(harness=harness, image=image, gateway_dir=folder),
+        )
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    try:
+        told = task.instruction + await skills_of(task, box)
+    except BaseException:
+        await box.close()
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    return HarnessRollout(
+        prepared,
+        model,
+        box,
+        harness,
+        gateway_dir=folder,
+        instruction=told,
+        limits=limits,
+        version=version,
+        trajectory=new_trajectory(told, task_id=task.id),
+    )
+
+
 async def resume(
     state: SuspendedRollout, policy: Policy, *, version: int | str | None = None
-) -> Rollout:
+) -> Rollout | HarnessRollout:
     """Continue a suspended rollout (from any process on the same sandbox host) with
-    ``policy``; the turns it takes are stamped with ``version``."""
+    ``policy``; the turns it takes are stamped with ``version``. A harness's resumes on a
+    new gateway at the same socket: its cut call is sent again, to ``policy``."""
     box = await attach(state.sandbox_id, state.sandbox_spec)
+    if state.harness is not None:
+        h = state.harness
+        harness = resolve_agent(h.agent)
+        assert harness is not None, "a harness's name resolves to a harness"
+        return HarnessRollout(
+            state.prepared,
+            model_for(policy, state.task),
+            box,
+            harness,
+            gateway_dir=h.gateway_dir,
+            instruction=h.instruction,
+            limits=state.limits,
+            version=version,
+            trajectory=state.trajectory,
+            token=h.token,
+            handle=h.handle,
+            elapsed_s=state.elapsed_s,
+        )
     return Rollout(
         state.prepared,
         model_for(policy, state.task),
@@ -603,6 +678,7 @@ def rollout_group_sync(task: Task, policy: Policy, n: int, **kwargs: Any) -> lis
 
 __all__ = [
     "GroupTimings",
+    "HarnessRollout",
     "Policy",
     "Rollout",
     "SuspendedRollout",

@@ -156,7 +156,7 @@ def timeout_of(limits: Limits) -> float:
     return limits.wall_time_s if limits.wall_time_s is not None else DEFAULT_TIMEOUT_S
 
 
-def _stop_reason(gateway: Gateway, stopped: str | None) -> StopReason:
+def stop_reason(gateway: Gateway, stopped: str | None) -> StopReason:
     """Why the episode ended, in the built-in loop's terms: a budget the gateway refused a
     call over, the harness's timeout (``wall_time``), else the harness ended by itself
     (``harness_exited``; how, in :attr:`Trajectory.harness`)."""
@@ -202,13 +202,13 @@ async def play(
                 box.harness,
                 instruction,
                 gateway,
-                model=_model_name(model),
+                model=gateway.model_name,
                 timeout_s=timeout_of(limits),
             )
         traj.harness = run
         if gateway.error is not None:
             raise gateway.error
-        traj.stop_reason = _stop_reason(gateway, run.stopped)
+        traj.stop_reason = stop_reason(gateway, run.stopped)
         log.info(
             "harness.ended",
             harness=box.harness.name,
@@ -219,11 +219,6 @@ async def play(
         return traj
     finally:
         traj.wall_s = time.monotonic() - started
-
-
-def _model_name(model: ChatModel) -> str:
-    """The model name the harness is told (it sends it back; the gateway routes anyway)."""
-    return str(getattr(model, "name", None) or "kimi-k3")
 
 
 __all__ = [
@@ -238,5 +233,6 @@ __all__ = [
     "refuse_policy",
     "refuse_task",
     "resolve_agent",
+    "stop_reason",
     "timeout_of",
 ]
