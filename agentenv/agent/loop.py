@@ -22,7 +22,7 @@ from agentenv.agent.trajectory import (
 )
 from agentenv.errors import ContextOverflow
 from agentenv.model.client import EventCallback
-from agentenv.model.types import ChatModel
+from agentenv.model.types import ChatModel, Completion
 from agentenv.sandbox.protocol import Sandbox
 
 SYSTEM_PROMPT = (
@@ -58,6 +58,33 @@ def new_trajectory(
     )
 
 
+def record_turn(
+    traj: Trajectory,
+    done: Completion,
+    *,
+    model_s: float,
+    paused_s: float,
+    policy_version: int | str | None = None,
+) -> Turn:
+    """Record one model answer in ``traj`` as every agent does (the built-in loop and the
+    gateway a harness calls): its history message in the model's own form, its tokens,
+    dollars, retries, queueing and paused time. Returns its :class:`Turn`, which the caller
+    appends to ``traj.turns`` once it knows the tools' results and time (``tools_s``)."""
+    traj.messages.append(done.history_message())  # in the model's own form
+    traj.count(done)
+    traj.reasoning_tokens += done.usage.reasoning_tokens
+    traj.retries += done.retries
+    traj.queued_s += done.queued_s
+    traj.paused_s += paused_s
+    return Turn(
+        completion=done,
+        model_s=model_s,
+        tools_s=0.0,
+        paused_s=paused_s,
+        policy_version=policy_version,
+    )
+
+
 async def take_turn(
     model: ChatModel,
     sandbox: Sandbox,
@@ -85,11 +112,13 @@ async def take_turn(
         if pause:
             await sandbox.resume()
     model_s = time.monotonic() - t0
-    traj.messages.append(done.history_message())  # in the model's own form
-    traj.count(done)
-    traj.reasoning_tokens += done.usage.reasoning_tokens
-    traj.retries += done.retries
-    traj.queued_s += done.queued_s
+    turn = record_turn(
+        traj,
+        done,
+        model_s=model_s,
+        paused_s=model_s if pause else 0.0,
+        policy_version=policy_version,
+    )
     t1 = time.monotonic()
     results = []
     for call in done.tool_calls:  # in order; one tool message per call
@@ -100,17 +129,9 @@ async def take_turn(
             if inspect.isawaitable(maybe):
                 await maybe
         traj.messages.append({"role": "tool", "tool_call_id": call.id, "content": result.text})
-    traj.turns.append(
-        Turn(
-            completion=done,
-            tool_results=results,
-            model_s=model_s,
-            tools_s=time.monotonic() - t1,
-            paused_s=model_s if pause else 0.0,
-            policy_version=policy_version,
-        )
-    )
-    traj.paused_s += model_s if pause else 0.0
+    turn.tool_results = results
+    turn.tools_s = time.monotonic() - t1
+    traj.turns.append(turn)
     if any(r.submitted for r in results):
         return "submitted"
     if not done.tool_calls:
@@ -167,6 +188,7 @@ __all__ = [
     "Turn",
     "limit_reached",
     "new_trajectory",
+    "record_turn",
     "run_episode",
     "take_turn",
 ]
