@@ -72,7 +72,7 @@ async def serve_connection(stream: ByteStream, handler: Handler, refuse: Overflo
                 try:
                     response = await handler(request)
                 except Exception as e:  # a bug of ours: the harness still gets an answer
-                    log.exception("gateway handler failed on %s %s", request.method, request.path)
+                    log.exception(f"gateway handler failed on {request.method} {request.path}")
                     response = refuse(500, f"the gateway failed: {type(e).__name__}: {e}")
                 await _send(conn, stream, response)
                 if conn.our_state is not h11.DONE or conn.their_state is not h11.DONE:
