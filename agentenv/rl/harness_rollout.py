@@ -36,7 +36,7 @@ from pydantic import BaseModel
 from agentenv.agent.trajectory import Limits, Trajectory
 from agentenv.gateway.session import Gateway, open_gateway
 from agentenv.harnesses.base import Harness
-from agentenv.harnesses.run import HarnessHandle, join_harness, start_harness
+from agentenv.harnesses.run import HarnessProcess, join_harness, start_harness
 from agentenv.log import get_logger
 from agentenv.model.client import EventCallback
 from agentenv.model.types import ChatModel, Completion
@@ -70,10 +70,20 @@ class HarnessState(BaseModel):
     running harness calls that socket with that token), and the instruction it was given."""
 
     agent: str
-    handle: HarnessHandle | None = None  # None: not started yet
+    handle: HarnessProcess | None = None  # None: not started yet
     gateway_dir: Path
     token: str | None = None
     instruction: str
+    suspended_at: float = 0.0  # time.time(): the harness's timeout does not count the rest
+
+    def process(self) -> HarnessProcess | None:
+        """The harness's process as a resume re-joins it: its start moved on by the time
+        spent suspended (its timeout counts the time it could run, as the built-in loop's
+        wall time counts only its steps)."""
+        if self.handle is None:
+            return None
+        rested = max(0.0, time.time() - self.suspended_at) if self.suspended_at else 0.0
+        return self.handle.model_copy(update={"started": self.handle.started + rested})
 
 
 class _Gate:
@@ -160,7 +170,7 @@ class HarnessRollout:
         version: int | str | None = None,
         trajectory: Trajectory,
         token: str | None = None,
-        handle: HarnessHandle | None = None,
+        handle: HarnessProcess | None = None,
         elapsed_s: float = 0.0,
     ):
         self.prepared = prepared
@@ -181,6 +191,7 @@ class HarnessRollout:
         self._group: TaskGroup | None = None
         self._gateway: Gateway | None = None
         self._opened = 0.0
+        self._failure: Exception | None = None  # watching the harness failed
         self.ended = trajectory.harness is not None  # the harness's run is over
 
     @property
@@ -207,17 +218,18 @@ class HarnessRollout:
                     sandbox=cast(Sandbox, self._held),
                     limits=self.limits,
                     policy_version=self.version,
+                    token=self.token,  # a resumed one's: the running harness has it
                 )
             )
-            if self.token is None:
-                self.token = gateway.token
-            gateway.token = self.token  # the one the running harness was given
+            self.token = gateway.token
             group = await stack.enter_async_context(anyio.create_task_group())
             await self.box.resume()  # frozen while suspended; its harness then calls again
             if self.handle is None:
                 self.handle = await start_harness(
                     self.box, self.harness, self.instruction, gateway, model=gateway.model_name
                 )
+            # at once: its wait starts while the sandbox runs (the harness's next call,
+            # held at the gate, freezes it)
             group.start_soon(self._join, gateway)
         except BaseException:
             await stack.aclose()
@@ -226,19 +238,25 @@ class HarnessRollout:
         self._opened = time.monotonic()
 
     async def _join(self, gateway: Gateway) -> None:
-        """Wait for the harness to end (cancelled by a suspend, which leaves it running)."""
+        """Wait for the harness to end (cancelled by a suspend, which leaves it running).
+        A failure to watch it (the sandbox lost) ends the rollout, raised by :meth:`step`."""
         assert self.handle is not None
-        left = max(1.0, timeout_of(self.limits) - self.elapsed_s)
-        run = await join_harness(self.box, self.handle, self.harness, gateway, timeout_s=left)
-        self.trajectory.harness = run
-        self.trajectory.stop_reason = stop_reason(gateway, run.stopped)
+        try:
+            run = await join_harness(
+                self.box, self.handle, gateway, timeout_s=timeout_of(self.limits)
+            )
+        except Exception as e:
+            self._failure = e
+        else:
+            self.trajectory.harness = run
+            self.trajectory.stop_reason = stop_reason(gateway, run.stopped)
         self.ended = True
         self._gate.notify()
 
     async def _close(self, *, hold: bool) -> None:
         """Close the gateway and stop watching the harness; with ``hold`` the sandbox stays
         frozen (a suspend), else the gateway thaws it."""
-        stack, group, gateway = self._stack, self._group, self._gateway
+        stack, group = self._stack, self._group
         if stack is None or group is None:
             return
         self._stack = self._group = self._gateway = None
@@ -249,8 +267,6 @@ class HarnessRollout:
         await stack.aclose()
         self.elapsed_s += time.monotonic() - self._opened
         self.trajectory.wall_s = self.elapsed_s
-        if gateway is not None and gateway.error is not None and not self.ended:
-            raise gateway.error
 
     async def step(self) -> bool:
         """Let the harness make one model call, and return once it waits on the next one
@@ -262,8 +278,10 @@ class HarnessRollout:
         self._gate.permit()
         while not self.ended and not (self._gate.answered > before and self._gate.waiting):
             await self._gate.changed()
-        if self._gateway is not None and self._gateway.error is not None:
+        error = self._failure or (self._gateway.error if self._gateway is not None else None)
+        if error is not None:  # the endpoint or the sandbox failed for good
             await self._close(hold=False)
+            raise error
         return self.done
 
     async def suspend(self) -> SuspendedRollout:
@@ -288,22 +306,20 @@ class HarnessRollout:
                 gateway_dir=self.gateway_dir,
                 token=self.token,
                 instruction=self.instruction,
+                suspended_at=time.time(),
             ),
         )
         self.box.detach()
         return state
 
     async def finish(self, *, ahead: Any = None) -> Trajectory:
-        """Stop the harness if it still runs (the episode is graded as it stands), take the
-        final workspace and verify it as the built-in loop's (the sandbox never recycled);
-        the gateway's folder goes."""
+        """Take the final workspace and verify it as the built-in loop's (the sandbox never
+        recycled); the gateway's folder goes. A harness still running is frozen where it
+        is and removed with its sandbox: the episode is graded as it stands (its
+        trajectory then has no :class:`~agentenv.agent.trajectory.HarnessRun`, as a
+        built-in rollout finished early has no stop reason)."""
         try:
-            if not self.ended and self._gateway is not None:
-                self._gateway.stopped.set()  # the harness is stopped by join_harness
-                with anyio.fail_after(120):
-                    while not self.ended:
-                        await self._gate.changed()
-            await self._close(hold=False)
+            await self._close(hold=not self.ended)
             ep = Episode(self.prepared, self.box, ahead=ahead, reusable=False)
             _, self.trajectory.score = await ep.conclude()
             return self.trajectory

@@ -649,7 +649,7 @@ async def resume(
             version=version,
             trajectory=state.trajectory,
             token=h.token,
-            handle=h.handle,
+            handle=h.process(),
             elapsed_s=state.elapsed_s,
         )
     return Rollout(
