@@ -282,8 +282,9 @@ def _start(job: _EvalJob, *, redo_changed: bool) -> list[str]:
     model, effort = job.settings.model, job.settings.reasoning_effort
     try:
         harness = resolve_agent(job.settings.agent)
-        for task in job.tasks if harness is not None else []:
-            refuse_task(task, harness)  # a multi-step task, by name, before anything runs
+        if harness is not None:
+            for task in job.tasks:  # a multi-step task, by name, before anything runs
+                refuse_task(task, harness)
     except TaskError as e:
         raise _fail(str(e)) from e
     try:

@@ -270,8 +270,9 @@ async def stream(
     rollout waits (holding its concurrency slot) until the consumer takes it. ``agent``:
     who plays each, as for :func:`rollout` (checked against every task before any runs)."""
     harness = resolve_agent(agent)
-    for task in tasks if harness is not None else ():
-        refuse_task(task, harness)
+    if harness is not None:
+        for task in tasks:
+            refuse_task(task, harness)
     send, receive = anyio.create_memory_object_stream[Trajectory](0)
     limiter = anyio.CapacityLimiter(concurrency)
 
