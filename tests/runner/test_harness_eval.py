@@ -123,7 +123,7 @@ def test_a_multi_step_task_and_the_oracle_are_refused_with_a_harness(tmp_path: P
     done = agentenv("eval", str(steps), "--model", "null", "--agent", "mini-swe-agent",
                     "--out", str(tmp_path / "job"))  # fmt: skip
     assert done.returncode == 2, done.stderr
-    assert "task 'two' has steps" in done.stderr and "mini-swe-agent" in done.stderr
+    assert "task 'two-steps' has steps" in done.stderr and "mini-swe-agent" in done.stderr
     assert not (tmp_path / "job" / "results.jsonl").exists()
     oracle = agentenv("eval", str(answer_task(tmp_path / "tasks")), "--model", "oracle",
                       "--agent", "mini-swe-agent", "--out", str(tmp_path / "o"))  # fmt: skip
