@@ -17,6 +17,7 @@ import pytest
 
 from agentenv.runner.results import load_results
 from agentenv.testing import K3Server, ScriptedToolCall, ScriptedTurn
+from agentenv.view import build_site
 from tests.formats.test_harbor_steps import two_steps
 
 ENV = {**os.environ, "COLUMNS": "200"}
@@ -91,6 +92,12 @@ def test_eval_with_mini_swe_agent_grades_the_harness_episode(tmp_path: Path) -> 
         assert json.loads((job / "config.json").read_text())["agent"] == "mini-swe-agent"
         summary = json.loads((job / "summary.json").read_text())
         assert {row["agent"] for row in summary} == {"mini-swe-agent"}
+    # the viewer: the harness episode's turns like any other's, then how the harness ran
+    build_site(tmp_path / "solved", tmp_path / "site")
+    page = (tmp_path / "site" / "episodes" / "answer--0.html").read_text()
+    assert page.count("<h3>turn ") == 2 and "played by mini-swe-agent" in page
+    harness = page[page.index("<h2>harness</h2>") : page.index("<h2>verification</h2>")]
+    assert "mini-swe-agent 2.4.6 · exit 0 · ended by itself" in harness
     report = agentenv("report", str(tmp_path / "solved"))
     assert report.returncode == 0 and "played by mini-swe-agent" in report.stdout
     # a resume must play with the same agent: the built-in loop is refused on that folder
