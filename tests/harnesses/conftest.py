@@ -124,8 +124,8 @@ class Scripted(Harness):
         """``argv`` with ``{base_url}`` and ``{token}`` filled in."""
         from agentenv.harnesses import Launch
 
-        fill = {"base_url": base_url, "token": token}
-        return Launch(argv=[a.format(**fill) for a in self.argv])
+        fill = {"{base_url}": base_url, "{token}": token}
+        return Launch(argv=[fill.get(a, a) for a in self.argv])
 
 
 def scripted(*argv: str) -> Scripted:
