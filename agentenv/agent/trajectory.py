@@ -20,6 +20,7 @@ StopReason = Literal[
     "max_cost",
     "wall_time",
     "context_length",
+    "harness_exited",  # an installed harness ended by itself (how: Trajectory.harness)
 ]
 
 

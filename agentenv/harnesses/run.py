@@ -24,7 +24,7 @@ from agentenv.agent.trajectory import HarnessRun, HarnessStop
 from agentenv.harnesses.base import Harness, Launch
 from agentenv.log import get_logger
 from agentenv.sandbox.errors import SandboxPaused
-from agentenv.sandbox.protocol import Sandbox
+from agentenv.sandbox.protocol import ExecResult, Sandbox
 from agentenv.sandbox.spec import GATEWAY_MOUNT
 
 log = get_logger(__name__)
@@ -54,7 +54,7 @@ class HarnessProcess(BaseModel):
     model_s_at_start: float = 0.0  # the gateway's model time then
 
 
-async def _exec(sandbox: Sandbox, argv: list[str], **kw: Any) -> Any:
+async def _exec(sandbox: Sandbox, argv: list[str], **kw: Any) -> ExecResult:
     """``sandbox.exec``, waiting out a freeze of the gateway's (a model call in flight)."""
     for _ in range(600):
         try:
