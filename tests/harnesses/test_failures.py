@@ -89,3 +89,14 @@ async def test_over_budget_the_call_is_refused_and_the_harness_stopped(socket_di
     assert "0 200" in run.log  # the first call went through the relay and was answered
     assert len(trajectory.turns) == 1
     assert trajectory.stop_reason == "max_turns"
+
+
+async def test_a_killed_supervisor_ends_the_run_and_its_group(socket_dir: Path) -> None:
+    # the agent (same user) kills the relay that supervises it: no status is ever written
+    harness = scripted("sh", "-c", "kill -9 $PPID; sleep 1003")
+    async with episode(BASE_IMAGE, ONE_TURN, socket_dir) as (box, gateway, _, _):
+        run = await run_harness(box, harness, INSTRUCTION, gateway, timeout_s=600)
+        left = await box.exec(["sh", "-c", "ps -eo args | grep -c '[s]leep 1003'"])
+    assert run.stopped == "crashed"  # not "timeout": it did not wait out the clock
+    assert "left no status" in run.log
+    assert left.stdout.strip() == "0"
