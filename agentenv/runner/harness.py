@@ -30,10 +30,7 @@ tools (``oracle``, ``command:``, ``replay``), which have no model call a harness
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import shutil
-import sys
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -46,15 +43,13 @@ from agentenv.agent.trajectory import Limits, StopReason, Trajectory
 from agentenv.errors import TaskError
 from agentenv.gateway.session import Gateway, open_gateway
 from agentenv.harnesses.base import Harness
-from agentenv.harnesses.fetch import HarnessInstallError
-from agentenv.harnesses.install import harness_image
+from agentenv.harnesses.install import check_host, harness_image
 from agentenv.harnesses.registry import harness as registered
 from agentenv.harnesses.registry import harness_names
 from agentenv.harnesses.run import run_harness
 from agentenv.log import get_logger
 from agentenv.model.client import EventCallback
 from agentenv.model.types import ChatModel
-from agentenv.sandbox.backend import get_backend
 from agentenv.sandbox.protocol import Sandbox
 from agentenv.tasks import Task
 from agentenv.verify.kinds.harbor import HarborCheck
@@ -158,28 +153,8 @@ def check_agent(agent: Agent, *, backend: str, model: str | None = None) -> Harn
         return None
     if model is not None:
         refuse_policy(model, harness)
-    problem = host_problem(harness)
-    if problem is not None:
-        raise HarnessInstallError(f"the agent {harness.name!r} cannot be installed here: {problem}")
-    get_backend(backend)  # an unknown backend, before any episode
+    check_host(harness, backend=backend)
     return harness
-
-
-def host_problem(harness: Harness) -> str | None:
-    """What this host lacks to download ``harness``'s packages (its image is built from
-    what the host downloads), with the command that installs it; ``None`` when nothing.
-    Fast: no image is built or probed (a non-Debian task image is named when built)."""
-    if harness.npm and shutil.which("npm") is None:
-        return (
-            "npm is not installed on this host (it downloads the harness's packages): "
-            "`apt-get install npm` (or install Node.js from nodejs.org)"
-        )
-    if harness.pip and importlib.util.find_spec("pip") is None:
-        return (
-            f"pip is not installed for {sys.executable} on this host (it downloads the "
-            f"harness's wheels): `{sys.executable} -m ensurepip`"
-        )
-    return None
 
 
 @asynccontextmanager
@@ -272,7 +247,6 @@ __all__ = [
     "agent_name",
     "check_agent",
     "harness_box",
-    "host_problem",
     "play",
     "refuse_policy",
     "refuse_task",
