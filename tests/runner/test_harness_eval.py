@@ -122,6 +122,10 @@ def test_an_unknown_agent_is_refused_naming_the_known_ones(tmp_path: Path) -> No
     assert not (tmp_path / "job").exists()  # nothing ran, nothing written
     ran = agentenv("run", str(tasks / "answer"), "--model", "null", "--agent", "nope")
     assert ran.returncode == 2 and "unknown agent 'nope'" in ran.stderr
+    refactor = agentenv("refactor", "--repos", str(tmp_path), "--instruction", "x", "--model",
+                        "null", "--agent", "nope", "--out", str(tmp_path / "r"))  # fmt: skip
+    assert refactor.returncode == 2 and "unknown agent 'nope'" in refactor.stderr
+    assert not (tmp_path / "r").exists()
 
 
 @pytest.mark.no_docker
