@@ -139,3 +139,31 @@ def test_a_multi_step_task_and_the_oracle_are_refused_with_a_harness(tmp_path: P
     oracle = agentenv("eval", str(answer_task(tmp_path / "tasks")), "--model", "oracle",
                       "--agent", "mini-swe-agent", "--out", str(tmp_path / "o"))  # fmt: skip
     assert oracle.returncode == 2 and "--model oracle" in oracle.stderr, oracle.stderr
+
+
+def codex_solving(body: dict[str, Any]) -> ScriptedTurn:
+    """Codex's shell tool writes the answer; then a turn without tool calls ends it."""
+    if _answered(body) == 0:
+        call = ScriptedToolCall(
+            name="exec_command", arguments=json.dumps({"cmd": "echo ok > answer.txt"})
+        )
+        return ScriptedTurn(reasoning="Write it.", tool_calls=[call])
+    return ScriptedTurn(reasoning="Done.", content="ok is in answer.txt.")
+
+
+@pytest.mark.on_docker
+def test_eval_with_codex_grades_the_harness_episode(tmp_path: Path) -> None:
+    tasks = tmp_path / "tasks"
+    answer_task(tasks)
+    with K3Server(codex_solving) as server:
+        done = agentenv(
+            "--backend", "docker", "eval", str(tasks), "--model", server.base_url,
+            "--agent", "codex", "--out", str(tmp_path / "job"),
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr + done.stdout
+    [result] = load_results(tmp_path / "job").values()
+    assert result.outcome == "graded" and result.reward == 1.0, result
+    assert result.agent == "codex" and result.stop_reason == "harness_exited"
+    traj = json.loads((tmp_path / "job" / str(result.trajectory)).read_text())
+    assert traj["turns"][0]["completion"]["tool_calls"][0]["name"] == "exec_command"
+    assert traj["harness"]["exit_code"] == 0 and traj["paused_s"] > 0
