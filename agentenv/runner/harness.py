@@ -36,6 +36,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+import anyio
 from pydantic import BaseModel
 
 from agentenv import scratch
@@ -43,6 +44,7 @@ from agentenv.agent.trajectory import Limits, StopReason, Trajectory
 from agentenv.errors import TaskError
 from agentenv.gateway.session import Gateway, open_gateway
 from agentenv.harnesses.base import Harness
+from agentenv.harnesses.images import remove_image
 from agentenv.harnesses.install import check_host, harness_image
 from agentenv.harnesses.registry import harness as registered
 from agentenv.harnesses.registry import harness_names
@@ -158,15 +160,24 @@ def check_agent(agent: Agent, *, backend: str, model: str | None = None) -> Harn
 
 
 @asynccontextmanager
-async def harness_box(harness: Harness, image: str, *, backend: str) -> AsyncIterator[HarnessBox]:
+async def harness_box(
+    harness: Harness, image: str, *, backend: str, snapshot: bool = False
+) -> AsyncIterator[HarnessBox]:
     """``async with harness_box(h, prepared.image, backend=...) as hb:`` the harness's
     image built on ``image`` (cached) and a new gateway folder, removed when the block
-    ends (after the sandbox that mounts it is closed, in the block)."""
+    ends (after the sandbox that mounts it is closed, in the block). On a ``snapshot``
+    (a prepared state after its setup) the harness's image is removed too, once no sandbox
+    uses it: it would keep the snapshot from going."""
     built = await harness_image(image, harness, backend=backend)
-    with scratch.folder("gateway") as folder:
-        # the sandbox's user (any uid) reaches the socket through it
-        os.chmod(folder, 0o755)
-        yield HarnessBox(harness=harness, image=built, gateway_dir=Path(folder))
+    try:
+        with scratch.folder("gateway") as folder:
+            # the sandbox's user (any uid) reaches the socket through it
+            os.chmod(folder, 0o755)
+            yield HarnessBox(harness=harness, image=built, gateway_dir=Path(folder))
+    finally:
+        if snapshot:  # the last episode of a group on it removes it (the others' fail)
+            with anyio.CancelScope(shield=True):
+                await remove_image(backend, built)
 
 
 def timeout_of(limits: Limits) -> float:
