@@ -17,13 +17,16 @@ What differs from the built-in loop is only the agent's part of the episode:
   code, why it was stopped, its log's tail, model vs harness time).
 
 Everything else is the built-in loop's: the prepared state, the checker sandbox made from
-the task's own image (never the harness's), finish, verify and teardown.
+the task's own image (never the harness's), finish, verify and teardown. A task verified in
+its final state (``verify_in`` ``final`` or ``agent``; Harbor's ``final`` and ``shared``
+modes) is verified in the agent's own sandbox or a snapshot of it, as for the built-in loop:
+with a harness that sandbox is the harness's image, so the verdict's sandbox holds the
+harness's layer (``/opt/agentenv-harness`` and the packages it installed), as Harbor's
+installed agents live in the container its verifier runs in (docs/gateway.md).
 
 Refused with a harness, by name: a multi-step task (its steps are conversations the
 built-in loop drives), a compose task (its services and MCP servers are the built-in
-loop's), a task verified in the agent's final sandbox (``verify_in`` ``final`` or
-``agent``, Harbor's ``final`` and ``shared`` modes: that sandbox is the harness's image,
-whose layer must not reach the verdict), and the scripted policies that play the built-in
+loop's), and the scripted policies that play the built-in
 tools (``oracle``, ``command:``, ``replay``), which have no model call a harness could make.
 ``null`` is a model that never acts, and works.
 """
@@ -54,7 +57,6 @@ from agentenv.model.client import EventCallback
 from agentenv.model.types import ChatModel
 from agentenv.sandbox.protocol import Sandbox
 from agentenv.tasks import Task
-from agentenv.verify.kinds.harbor import HarborCheck
 
 log = get_logger(__name__)
 
@@ -110,21 +112,6 @@ def refuse_task(task: Task, harness: Harness) -> None:
             f"task {task.id!r} has steps: the agent {harness.name!r} cannot run a "
             "multi-step task (each step is a conversation of the built-in loop); "
             "run it without --agent"
-        )
-    verifier = task.verifier
-    final = task.verify_in in ("final", "agent") or (
-        isinstance(verifier, HarborCheck) and verifier.mode in ("final", "shared")
-    )
-    if final:
-        # its verdict is taken from the agent's own sandbox, which a harness's image is
-        # built on: the harness's layer would be in the verdict (a system check sees it)
-        raise TaskError(
-            f"task {task.id!r} is verified in the agent's final sandbox (verify_in "
-            f"{task.verify_in!r}"
-            + (f", Harbor mode {verifier.mode!r}" if isinstance(verifier, HarborCheck) else "")
-            + f"): with the agent {harness.name!r} that sandbox holds the harness's files, "
-            "which must not reach the verdict; run it without --agent (or verify it in the "
-            "prepared state, or in Harbor's separate mode)"
         )
     if task.compose is not None:
         raise TaskError(
