@@ -219,7 +219,9 @@ async def _collect(
         exit_code = 128 + int(status["signal"])  # as a shell reports a signal's death
     output = await _read_tail(sandbox, f"{process.state}/log", limit)
     own = await _own_logs(sandbox, process.logs, limit)
-    text = "\n".join(p for p in (str(status.get("error") or ""), output, own and f"\n{own}") if p)
+    # its own logs first: the tail kept is its output and why it ended, the most telling
+    parts = (own, output and f"==> output <==\n{output}", str(status.get("error") or ""))
+    text = "\n".join(p for p in parts if p)
     model_s = max(0.0, gateway.model_s - process.model_s_at_start)
     return HarnessRun(
         name=process.name,
