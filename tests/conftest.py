@@ -67,7 +67,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.get_closest_marker("no_docker") is not None:
             item.add_marker(pytest.mark.on_docker)
-    on_podman = [item for item in items if item.get_closest_marker("podman") is not None]
+    # with AGENTENV_BACKEND=podman every test that puts a sandbox on the suite's backend needs
+    # Podman too: without it, such a test waited out its retries instead of failing at once
+    suite_on_podman = os.environ.get("AGENTENV_BACKEND") == "podman"
+    on_podman = [
+        item
+        for item in items
+        if item.get_closest_marker("podman") is not None
+        or (suite_on_podman and item.get_closest_marker("on_docker") is None)
+    ]
     podman_problem = _podman_problem() if on_podman else None
     if podman_problem is not None:
         if os.environ.get(REQUIRE_PODMAN) == "1":
