@@ -20,6 +20,7 @@ StopReason = Literal[
     "max_cost",
     "wall_time",
     "context_length",
+    "harness_exited",  # an installed harness ended by itself (how: Trajectory.harness)
 ]
 
 
@@ -70,6 +71,23 @@ class Spend(BaseModel):
         self.cost_usd += done.cost_usd
 
 
+HarnessStop = Literal["budget", "timeout", "output_flood", "crashed"]
+
+
+class HarnessRun(BaseModel):
+    """What an installed agent harness (Codex CLI, Claude Code, mini-swe-agent, ...) did in
+    the sandbox, beside the turns the gateway recorded: how it ended and where time went."""
+
+    name: str
+    version: str
+    exit_code: int | None = None  # None: it never exited on its own (stopped by us)
+    stopped: HarnessStop | None = None  # why we stopped it; "crashed": it could not run
+    log: str = ""  # its output and its own log file(s), a capped tail
+    wall_s: float = 0.0  # from its start to its end
+    model_s: float = 0.0  # of which the gateway spent waiting on the model (sandbox frozen)
+    harness_s: float = 0.0  # of which the harness ran (wall_s - model_s)
+
+
 class Trajectory(Spend):
     """An episode as RL code and reports consume it; round-trips through JSON.
 
@@ -92,6 +110,7 @@ class Trajectory(Spend):
     group_id: str | None = None  # rollouts of one group (forked from one prepared sandbox)
     advantage: float | None = None  # (r - mean) / (std + eps) within the group
     advantage_centered: float | None = None  # r - mean within the group
+    harness: HarnessRun | None = None  # set when an installed harness, not the loop, ran it
 
     def to_concat(self) -> TokenSequence:
         """The episode as one token sequence with a loss mask over sampled tokens only,

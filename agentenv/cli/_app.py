@@ -148,3 +148,31 @@ def _fail(message: str, code: ExitCode = ExitCode.BAD_INPUT) -> typer.Exit:
 
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="One JSON object per line.")]
+
+
+AgentOption = Annotated[
+    str | None,
+    typer.Option(
+        "--agent",
+        help="The agent harness that plays each episode, installed into the task's image "
+        "(mini-swe-agent, codex, claude-code, ...: see docs/gateway.md); its model calls go "
+        "through a gateway that pauses the sandbox. Default: agentenv's built-in loop.",
+    ),
+]
+
+
+def check_agent_or_exit(agent: str | None, *, backend: str, model: str) -> None:
+    """Before any episode: ``--agent`` known (else exit 2 listing the known ones), playable
+    with ``--model`` (exit 2) and installable on this host (else exit 1, naming the command
+    that installs what is missing)."""
+    if agent is None:
+        return
+    from agentenv.errors import AgentenvError, TaskError
+    from agentenv.runner.harness import check_agent
+
+    try:
+        check_agent(agent, backend=backend, model=model)
+    except TaskError as e:
+        raise _fail(str(e)) from e
+    except AgentenvError as e:  # this host lacks what installs it
+        raise _fail(str(e), ExitCode.FAILED) from e

@@ -13,7 +13,16 @@ import typer
 from rich.markup import escape
 
 from agentenv.agent.loop import Trajectory
-from agentenv.cli._app import ExitCode, _fail, _warn, app, backend_of, out
+from agentenv.cli._app import (
+    AgentOption,
+    ExitCode,
+    _fail,
+    _warn,
+    app,
+    backend_of,
+    check_agent_or_exit,
+    out,
+)
 from agentenv.errors import ModelError, NoRoute
 from agentenv.sandbox import SandboxError
 from agentenv.sandbox.images import BASE_IMAGE
@@ -28,6 +37,7 @@ def run(
     model: Annotated[
         str, typer.Option("--model", "-m", help="kimi-k3, an OpenAI-compatible URL, oracle, null.")
     ] = "kimi-k3",
+    agent: AgentOption = None,
     image: Annotated[str | None, typer.Option(help="Without a task folder: the image.")] = None,
     instruction: Annotated[
         str | None, typer.Option(help="Without a task folder: what the agent is asked to do.")
@@ -48,6 +58,8 @@ def run(
     from agentenv.runner import Policies, run_task
     from agentenv.tasks import Task, load_task, task_warnings
 
+    backend = backend_of(ctx)
+    check_agent_or_exit(agent, backend=backend, model=model)  # before anything runs
     try:
         if task is not None:
             if image or instruction:
@@ -60,13 +72,19 @@ def run(
             raise TaskError("give a task folder, or --instruction (and optionally --image)")
         if max_turns is not None:
             the_task.limits.max_turns = max_turns
+        if agent is not None:
+            from agentenv.runner.harness import refuse_task, resolve_agent
+
+            harness = resolve_agent(agent)
+            assert harness is not None
+            refuse_task(the_task, harness)  # a multi-step task, by name
         source = Policies(model, reasoning_effort=reasoning_effort)
         policy = source.for_task(the_task)
     except (TaskError, KeyError, ValueError, NoRoute) as e:
         raise _fail(str(e).strip("'\"")) from e
     renderer = EpisodeRenderer(out)
-    backend = backend_of(ctx)
-    out.print(f"[bold]{escape(the_task.id)}[/] with {escape(model)}", highlight=False)
+    played = f" played by {escape(agent)}" if agent else ""
+    out.print(f"[bold]{escape(the_task.id)}[/] with {escape(model)}{played}", highlight=False)
 
     async def episode() -> Trajectory:
         try:
@@ -77,6 +95,7 @@ def run(
                 on_event=renderer.on_event,
                 on_tool_result=renderer.on_tool_result,
                 backend=backend,
+                agent=agent,
             )
             return traj
         finally:

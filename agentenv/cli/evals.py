@@ -16,6 +16,7 @@ from rich.markup import escape
 from agentenv import log
 from agentenv.cli._app import (
     EXIT_CODES,
+    AgentOption,
     ExitCode,
     _fail,
     _say_errors,
@@ -23,6 +24,7 @@ from agentenv.cli._app import (
     _warn,
     app,
     backend_of,
+    check_agent_or_exit,
     err,
     out,
     print_wide,
@@ -56,6 +58,7 @@ def eval_(
         typer.Argument(help="Task folders, folders of them, or SWE-bench instance files (.jsonl)."),
     ] = None,
     model: ModelOption = "kimi-k3",
+    agent: AgentOption = None,
     samples: Annotated[int, typer.Option("--samples", "-k", min=1, help="Episodes per task.")] = 1,
     concurrency: Annotated[int, typer.Option("--concurrency", "-c", min=1)] = 4,
     out_dir: Annotated[
@@ -133,6 +136,7 @@ def eval_(
         _regrade(regrade_dir, backend)
         return
     tasks, refused = _checked_tasks(paths, executor)
+    check_agent_or_exit(agent, backend=backend, model=model)  # before any episode
     # how every episode runs: made once here, handed to run_eval, and by it to the executor
     # (a Ray worker too: the backend travels in it, not in this process's environment)
     settings = EpisodeSettings(
@@ -142,6 +146,7 @@ def eval_(
         reasoning_effort=reasoning_effort,
         backend=backend,
         engine_wait_s=engine_wait,
+        agent=agent,
     )
     job = _EvalJob(
         tasks=tasks,
@@ -268,12 +273,20 @@ class _EvalJob:
 def _start(job: _EvalJob, *, redo_changed: bool) -> list[str]:
     """Check the job before anything is printed or written (a missing key, a folder that
     holds another job: exit 2); the tasks ``--redo-changed`` runs again."""
-    from agentenv.errors import ConfigMismatch
+    from agentenv.errors import ConfigMismatch, TaskError
     from agentenv.eval.jobs import job_config
     from agentenv.runner import Policies
+    from agentenv.runner.harness import refuse_task, resolve_agent
     from agentenv.runner.results import check_config
 
     model, effort = job.settings.model, job.settings.reasoning_effort
+    try:
+        harness = resolve_agent(job.settings.agent)
+        if harness is not None:
+            for task in job.tasks:  # a multi-step task, by name, before anything runs
+                refuse_task(task, harness)
+    except TaskError as e:
+        raise _fail(str(e)) from e
     try:
         Policies(model, reasoning_effort=effort)  # a missing key, before any output
         # a folder holding another job is refused before anything is printed or written
@@ -427,6 +440,8 @@ def _say_outcome(job: _EvalJob, rows: list[Row]) -> None:
     count = len(job.tasks) + len(job.refused)
     many = ("s" if count != 1 else "", "s" if samples != 1 else "")
     title = f"{count} task{many[0]} × {samples} sample{many[1]} with {model}"
+    if job.settings.agent is not None:
+        title += f" played by {job.settings.agent}"
     if job.refused:
         title += f" ({len(job.refused)} refused)"
     print_wide(summary_table(rows, title))
@@ -503,6 +518,8 @@ def report(
     results = list(load_results(folder).values())
     expected = len(config.tasks) * config.samples
     title = f"{folder}: {len(results)}/{expected} episodes with {config.model}"
+    if config.agent is not None:
+        title += f" played by {config.agent}"
     if failures:
         failed = sum(not r.passed for r in results)
         if failed:
@@ -510,7 +527,9 @@ def report(
         else:
             out.print(f"{title}: every one passed", highlight=False, soft_wrap=True)
         return
-    rows = write_summary(folder, results, config.samples, config.tags, stopped=_stopped(folder))
+    rows = write_summary(
+        folder, results, config.samples, config.tags, stopped=_stopped(folder), agent=config.agent
+    )
     if totals:
         rows = [r for r in rows if r.kind != "task"]
     print_wide(summary_table(rows, title))

@@ -14,12 +14,14 @@ from rich.markup import escape
 from agentenv import log
 from agentenv.cli._app import (
     EXIT_CODES,
+    AgentOption,
     ExitCode,
     _fail,
     _say_errors,
     _say_redone,
     app,
     backend_of,
+    check_agent_or_exit,
     err,
     out,
 )
@@ -73,6 +75,7 @@ def refactor(
     model: Annotated[
         str, typer.Option("--model", "-m", help='kimi-k3, a URL, or command:"a codemod".')
     ] = "kimi-k3",
+    agent: AgentOption = None,
     concurrency: Annotated[int, typer.Option("--concurrency", "-c", min=1)] = 4,
     out_dir: Annotated[Path, typer.Option("--out", "-o", help="Job folder.")] = Path(
         "runs/refactor"
@@ -121,11 +124,12 @@ def refactor(
     from agentenv.runner.budget import Budget
 
     text = _instruction_text(instruction, instruction_file)
+    check_agent_or_exit(agent, backend=backend_of(ctx), model=model)  # before anything runs
     job_name = out_dir.resolve().name
     limits = Limits(max_turns=max_turns)
     branch = f"agentenv/{job_name}" if apply else None
     entries, redone = _start(
-        repos, text, model, limits, out_dir, redo_changed=redo_changed, branch=branch
+        repos, text, model, limits, out_dir, redo_changed=redo_changed, branch=branch, agent=agent
     )
     log.configure("info", json_file=str(out_dir / "log.jsonl"))
     _say_redone(redone, "repos")
@@ -144,6 +148,7 @@ def refactor(
         budget=budget,
         retry_errors=retry_errors,
         backend=backend_of(ctx),
+        agent=agent,
     )
     results = _run_to_end(job, out_dir)
     out.print(totals_line(results), highlight=False)
@@ -179,6 +184,7 @@ def _start(
     *,
     redo_changed: bool,
     branch: str | None,
+    agent: str | None = None,
 ) -> tuple[list[RepoEntry], list[str]]:
     """The repos of the job, checked before anything is written (bad input exits 2): the
     ``branch`` ``--apply`` commits to, the repo list, a missing key, a folder that is not
@@ -195,7 +201,7 @@ def _start(
         entries = load_repo_list(repos)
         Policies(model)  # a missing key, before any output
         # a folder that is not this job is refused before anything is written to it (a log)
-        config = refactor_config(entries, text, model, limits)
+        config = refactor_config(entries, text, model, limits, agent=agent)
         redone = check_config(out_dir, config, redo_changed=redo_changed)
     except (RepoError, ConfigMismatch) as e:
         raise _fail(str(e)) from e

@@ -13,6 +13,7 @@ resumes with a higher one.
 from __future__ import annotations
 
 import errno
+import functools
 import hashlib
 import os
 import time
@@ -35,6 +36,7 @@ from agentenv.formats import RefusedTask, load_runnable
 from agentenv.log import get_logger
 from agentenv.runner.budget import Budget, with_earlier_spend
 from agentenv.runner.episode import Final, regrade_final
+from agentenv.runner.harness import check_agent, refuse_task
 from agentenv.runner.journal import read_lines
 from agentenv.runner.outcomes import TREATMENT, is_error
 from agentenv.runner.policy import Policies, check_endpoints
@@ -100,6 +102,7 @@ def job_config(
         reasoning_effort=settings.reasoning_effort,
         folders={t.id: str(t.folder) for t in tasks if t.folder is not None},
         tags={t.id: list(t.tags) for t in tasks if t.tags},
+        agent=settings.agent,
     )
 
 
@@ -169,6 +172,15 @@ async def run_eval(
     if samples < 1 or concurrency < 1:
         raise ValueError("samples and concurrency must be at least 1")
     config = job_config(tasks, settings, samples=samples, refused=refused)
+    # an agent unknown, not installable here or given a scripted policy: before anything runs
+    harness = await anyio.to_thread.run_sync(
+        functools.partial(
+            check_agent, settings.agent, backend=settings.backend, model=settings.model
+        )
+    )
+    if harness is not None:
+        for task in tasks:
+            refuse_task(task, harness)
     # a missing key fails here, before anything runs
     policies = Policies(settings.model, reasoning_effort=settings.reasoning_effort)
     check_config(out, config, redo_changed=redo_changed)
@@ -239,7 +251,9 @@ async def run_eval(
     stopped = "max_cost" if budget.stopped else None
     # an episode a resume was to run again but did not (the budget spent) is its last line
     last = {**rerun, **done}
-    return write_summary(out, list(last.values()), samples, config.tags, stopped=stopped)
+    return write_summary(
+        out, list(last.values()), samples, config.tags, stopped=stopped, agent=settings.agent
+    )
 
 
 @dataclass
@@ -397,10 +411,12 @@ def write_summary(
     tags: dict[str, list[str]] | None = None,
     *,
     stopped: str | None = None,
+    agent: str | None = None,
 ) -> list[Row]:
-    """Compute the summary (with per-tag subtotals from ``tags``, task id → its tags) and
-    write ``summary.json``."""
-    rows = summarize(results, k, tags, stopped=stopped)
+    """Compute the summary (with per-tag subtotals from ``tags``, task id → its tags; each
+    row naming the ``agent`` that played, ``None`` for the built-in loop) and write
+    ``summary.json``."""
+    rows = summarize(results, k, tags, stopped=stopped, agent=agent)
     write_json(out / "summary.json", [r.model_dump() for r in rows])
     return rows
 
@@ -450,7 +466,7 @@ async def regrade(out: Path, *, backend: str | None = None) -> list[Row]:
             )
         )
     rewrite_results(out, updated)
-    return write_summary(out, updated, config.samples, config.tags)
+    return write_summary(out, updated, config.samples, config.tags, agent=config.agent)
 
 
 __all__ = [

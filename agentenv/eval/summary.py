@@ -82,6 +82,7 @@ class Row(BaseModel):
     episodes_per_s: float | None = None
     stopped: str | None = None
     steps: dict[str, StepFigure] = Field(default_factory=dict)
+    agent: str | None = None  # the harness that played the episodes; None: the built-in loop
 
 
 def step_figures(graded: Sequence[EpisodeResult]) -> dict[str, StepFigure]:
@@ -160,6 +161,7 @@ def summarize(
     tags: Mapping[str, Sequence[str]] | None = None,
     *,
     stopped: str | None = None,
+    agent: str | None = None,
 ) -> list[Row]:
     """One row per task (names with numbers in natural order: task-2 before task-10), one
     per tag of ``tags`` (task id → its tags) unless the tag covers every task (it would
@@ -187,4 +189,7 @@ def summarize(
     if total.job_wall_s:
         total.episodes_per_s = timed / total.job_wall_s
     total.stopped = stopped
-    return [*rows.values(), *tag_rows, total]
+    every = [*rows.values(), *tag_rows, total]
+    for row in every:
+        row.agent = agent
+    return every

@@ -14,6 +14,7 @@ sandbox, as the agent's user. The job folder holds
 from __future__ import annotations
 
 import difflib
+import functools
 import hashlib
 import json
 import re
@@ -27,9 +28,9 @@ import anyio
 from pydantic import BaseModel, Field
 
 from agentenv import scratch
-from agentenv.agent.loop import run_episode
 from agentenv.agent.trajectory import Limits, Spend, Trajectory
 from agentenv.errors import JobStopped
+from agentenv.harnesses.base import Harness
 from agentenv.log import get_logger
 from agentenv.refactor.repos import (
     BranchMade,
@@ -53,10 +54,12 @@ from agentenv.runner.budget import Budget, Metered, with_earlier_spend
 from agentenv.runner.episode import (
     Prepared,
     episode,
+    play_episode,
     prepare,
     release,
     verify_workspace,
 )
+from agentenv.runner.harness import check_agent
 from agentenv.runner.journal import (
     CONFIG,
     JobSettings,
@@ -68,7 +71,7 @@ from agentenv.runner.journal import (
 from agentenv.runner.outcomes import classify
 from agentenv.runner.policy import Policies, check_endpoints
 from agentenv.runner.workspace import workspace_tar
-from agentenv.sandbox import FileTooLarge, recycling
+from agentenv.sandbox import FileTooLarge, default_backend, recycling
 from agentenv.sandbox.images import BASE_IMAGE
 from agentenv.tasks import Task
 from agentenv.verify import CommandCheck
@@ -137,6 +140,8 @@ class RefactorConfig(JobSettings):
     repos: dict[str, str]  # name → path, test command, image, branch
     max_turns: int
     instruction: str | None = None  # the text, to show what changed (older folders lack it)
+    # the harness that plays each repo's episode (``--agent``); None: the built-in loop
+    agent: str | None = None
 
     def differences(self, before: JobSettings) -> list[str]:
         """What differs from ``before``: long values as a short diff, repos added not at all."""
@@ -224,11 +229,13 @@ async def refactor_repo(
     limits: Limits,
     test_timeout_s: float = TEST_TIMEOUT_S,
     backend: str | None = None,
+    harness: Harness | None = None,
 ) -> RepoResult:
     """One repo, end to end, through the episode lifecycle: its tests on the committed
     state and on the committed state plus the agent's patch each run in a new checker
     sandbox, as the agent's user. Its sandboxes are ``backend``'s (the default one for
-    ``None``). Never raises for a problem of that repo (it is the outcome)."""
+    ``None``); ``harness`` plays its episode (``None``: the built-in loop). Never raises
+    for a problem of that repo (it is the outcome)."""
     started = time.monotonic()
     result = RepoResult(repo=entry.name, slug=entry.slug, path=str(entry.path), outcome="error")
     try:
@@ -269,7 +276,9 @@ async def refactor_repo(
             )
             prepared = await prepare(task, workspace=clone, backend=backend)
             try:
-                await _fill(result, prepared, entry, checkout.commit, policies, out, Path(tmp))
+                await _fill(
+                    result, prepared, entry, checkout.commit, policies, out, Path(tmp), harness
+                )
             finally:
                 await release(prepared)
     except RepoError as e:
@@ -289,6 +298,7 @@ async def _fill(
     policies: Policies,
     out: Path,
     tmp: Path,
+    harness: Harness | None = None,
 ) -> None:
     assert result.test_command is not None
     task = prepared.task
@@ -302,15 +312,11 @@ async def _fill(
         return
     # the same episode as every driver's, ended by the same teardown; no checker made
     # ahead (the tests run on the patch, once made) and the sandbox never recycled
-    async with episode(prepared, ahead=False, reusable=False) as ep:
+    async with episode(prepared, ahead=False, reusable=False, harness=harness) as ep:
         box = ep.sandbox
-        traj = await run_episode(
+        traj = await play_episode(
+            ep,
             Metered(policies.for_task(task), result),  # paid turns count if the rest fails
-            box,
-            task.instruction,
-            task_id=task.id,
-            limits=task.limits,
-            tools=task.agent_tools,
         )
         result.stop_reason, result.turns = traj.stop_reason, len(traj.turns)
         write_atomic(out / "trajectories" / f"{entry.slug}.json", traj.model_dump_json().encode())
@@ -372,10 +378,17 @@ def load_report(out: Path, *, repair: bool = False) -> dict[str, RepoResult]:
 
 
 def refactor_config(
-    repos: list[RepoEntry], instruction: str, model: str, limits: Limits | None = None
+    repos: list[RepoEntry],
+    instruction: str,
+    model: str,
+    limits: Limits | None = None,
+    *,
+    agent: str | None = None,
 ) -> RefactorConfig:
-    """What the job is: what a folder's ``config.json`` must match for a run to resume it."""
+    """What the job is: what a folder's ``config.json`` must match for a run to resume it
+    (``agent``, the harness that plays: a resume uses the same)."""
     return RefactorConfig(
+        agent=agent,
         model=model,
         instruction_sha256=hashlib.sha256(instruction.encode()).hexdigest(),
         repos={r.name: f"{r.path} test={r.test} image={r.image} branch={r.branch}" for r in repos},
@@ -399,6 +412,7 @@ async def run_refactor(
     retry_errors: bool = False,
     redo_changed: bool = False,
     backend: str | None = None,
+    agent: str | None = None,
 ) -> list[RepoResult]:
     """Run the job over every repo that ``out`` has no result for yet (a folder started with
     fewer repos takes on the new ones); write ``summary.md`` and ``summary.json``. The
@@ -412,11 +426,16 @@ async def run_refactor(
     spent before stays counted, in their new line). ``redo_changed``: when the repos whose
     settings changed are all that differs, drop their results and run them again (see
     ``check_config``). Every sandbox is ``backend``'s (the default one for ``None``).
+    ``agent``: the harness that plays each repo's episode (``None``: the built-in loop);
+    checked installable here and playable by ``model`` before anything runs.
 
     Raises :class:`JobStopped` (resumable) when the model endpoint stops answering mid-job:
     the repos it cut off and those not started have no line, so running the job again
     runs them."""
-    config = refactor_config(repos, instruction, model, limits)
+    config = refactor_config(repos, instruction, model, limits, agent=agent)
+    harness = await anyio.to_thread.run_sync(
+        functools.partial(check_agent, agent, backend=backend or default_backend(), model=model)
+    )
     # a missing key fails here, before the folder is touched
     policies = Policies(model, command_timeout_s=command_timeout_s)
     try:
@@ -448,6 +467,7 @@ async def run_refactor(
                 limits=limits or Limits(),
                 test_timeout_s=test_timeout_s,
                 backend=backend,
+                harness=harness,
             )
         down = policies.down() if (result.error or "").startswith("endpoint_down") else None
         if down is not None:
@@ -475,7 +495,9 @@ async def run_refactor(
         await policies.aclose()
     last = {**errored, **done}  # a repo to run again but not run (the budget) is as it was
     results = [last[r.name] for r in repos if r.name in last]
-    write_atomic(out / "summary.md", summary_markdown(results, model, instruction).encode())
+    write_atomic(
+        out / "summary.md", summary_markdown(results, model, instruction, agent=agent).encode()
+    )
     write_atomic(out / "summary.json", json.dumps(summary_json(results), indent=1).encode())
     if stopped:
         raise stopped[0]
@@ -587,9 +609,13 @@ def totals_line(results: list[RepoResult]) -> str:
     return f"{counts}; ${cost:.4f} ({per})"
 
 
-def summary_markdown(results: list[RepoResult], model: str, instruction: str = "") -> str:
-    """The job's report as a Markdown table."""
-    lines = [f"# Refactor report ({md(summarise(model))})", ""]
+def summary_markdown(
+    results: list[RepoResult], model: str, instruction: str = "", *, agent: str | None = None
+) -> str:
+    """The job's report as a Markdown table (naming the ``agent`` that played, if not the
+    built-in loop)."""
+    played = f", played by {md(agent)}" if agent else ""
+    lines = [f"# Refactor report ({md(summarise(model))}{played})", ""]
     if instruction:
         lines += [f"Instruction: {md(summarise(instruction, 120))}", ""]
     lines += [

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import math
+import shutil
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -23,18 +24,24 @@ from pydantic import BaseModel
 from agentenv.agent import policies
 from agentenv.agent.loop import limit_reached, new_trajectory, take_turn
 from agentenv.agent.trajectory import Limits, StopReason, Trajectory
+from agentenv.harnesses.base import Harness
+from agentenv.harnesses.install import harness_image
 from agentenv.log import get_logger
 from agentenv.model.types import ChatModel
+from agentenv.rl.harness_rollout import HarnessRollout, HarnessState, new_gateway_dir
 from agentenv.runner.episode import (
     CheckerAhead,
     Episode,
     Prepared,
     checker_ahead,
+    episode,
+    play_episode,
     prepare,
     release,
     start_sandbox,
 )
-from agentenv.runner.offer import Offer, offered
+from agentenv.runner.harness import Agent, HarnessBox, refuse_task, resolve_agent
+from agentenv.runner.offer import Offer, offered, skills_of
 from agentenv.runner.outcomes import classify
 from agentenv.runner.steps import StepsProgress, begin_step, end_step, joined, step_limits
 from agentenv.sandbox import (
@@ -63,10 +70,14 @@ async def _episode(
     policy_version: int | str | None,
     *,
     pool: SandboxPool | None = None,
+    harness: Harness | None = None,
+    pause: bool = True,
 ) -> Trajectory:
     """One episode from a prepared state; its failure is in the trajectory, not raised (one
     episode never takes down its group or stream). Cancellation still propagates."""
     task = prepared.task
+    if harness is not None:
+        return await _harness_episode(prepared, policy, limits, policy_version, harness, pause)
     rollout: Rollout | None = None
     try:
         model = model_for(policy, task)
@@ -79,7 +90,7 @@ async def _episode(
                 raise
         else:
             box = await start_sandbox(prepared)
-        rollout = Rollout(prepared, model, box, limits=limits, version=policy_version)
+        rollout = Rollout(prepared, model, box, limits=limits, version=policy_version, pause=pause)
         return await rollout.run()
     except Exception as e:
         log.warning("rollout.failed", task=task.id, error=f"{type(e).__name__}: {e}")
@@ -87,6 +98,46 @@ async def _episode(
         traj = traj or new_trajectory(task.instruction, task_id=task.id)
         traj.error = f"{classify(e)}: {type(e).__name__}: {e}"
         return traj
+
+
+async def _harness_episode(
+    prepared: Prepared,
+    policy: Policy,
+    limits: Limits | None,
+    policy_version: int | str | None,
+    harness: Harness,
+    pause: bool = True,
+) -> Trajectory:
+    """One episode played by ``harness`` (:mod:`agentenv.runner.harness`) through the
+    episode lifecycle; its failure is in the trajectory (with the turns taken), not raised."""
+    task = prepared.task
+    traj = new_trajectory(task.instruction, task_id=task.id)
+    try:
+        model = model_for(policy, task)
+        async with episode(prepared, harness=harness) as ep:
+            traj = await play_episode(
+                ep, model, limits=limits, policy_version=policy_version, into=traj, pause=pause
+            )
+            _, traj.score = await ep.conclude()
+        return traj
+    except Exception as e:
+        log.warning("rollout.failed", task=task.id, error=f"{type(e).__name__}: {e}")
+        traj.error = f"{classify(e)}: {type(e).__name__}: {e}"
+        return traj
+
+
+def _harness_for(task: Task, agent: Agent, pool: SandboxPool | None = None) -> Harness | None:
+    """The harness ``agent`` names, refused here (raised, as a caller's mistake) when it
+    cannot play ``task`` or comes with a ``pool`` (of the built-in loop's sandboxes)."""
+    harness = resolve_agent(agent)
+    if harness is not None:
+        refuse_task(task, harness)
+        if pool is not None:
+            raise ValueError(
+                f"a pool's sandboxes are the built-in loop's: the agent {harness.name!r} "
+                "needs its own (leave pool out)"
+            )
+    return harness
 
 
 async def rollout(
@@ -97,12 +148,22 @@ async def rollout(
     pool: SandboxPool | None = None,
     policy_version: int | str | None = None,
     backend: str | None = None,
+    agent: Agent = None,
+    pause: bool = True,
 ) -> Trajectory:
     """One episode of ``task`` through the episode lifecycle (prepare, setup, the loop,
     finish, verification in a new checker sandbox); the returned trajectory has ``score``
     and ``reward`` filled in, or ``error`` set if the infrastructure failed under it.
     ``pool`` must hold sandboxes made with :func:`~agentenv.runner.episode.agent_spec`.
-    Its sandboxes are ``backend``'s (see :mod:`agentenv.sandbox.backend`)."""
+    Its sandboxes are ``backend``'s (see :mod:`agentenv.sandbox.backend`).
+
+    ``agent`` plays it: the built-in loop (``None``) or a harness, by name or value (see
+    :mod:`agentenv.runner.harness`: its model calls go through a gateway that freezes the
+    sandbox and records each turn; the trajectory's ``harness`` says how it ran). An
+    unknown name, a multi-step task or a ``pool`` with a harness is raised, not returned.
+    ``pause=False`` leaves the sandbox running while the model thinks (to measure what
+    the freeze saves)."""
+    harness = _harness_for(task, agent, pool)
     try:
         prepared = await prepare(task, backend=pool.spec.backend if pool else backend, steps=True)
     except Exception as e:
@@ -110,7 +171,9 @@ async def rollout(
         traj.error = f"{classify(e)}: {type(e).__name__}: {e}"
         return traj
     try:
-        return await _episode(prepared, policy, limits, policy_version, pool=pool)
+        return await _episode(
+            prepared, policy, limits, policy_version, pool=pool, harness=harness, pause=pause
+        )
     finally:
         await release(prepared)
 
@@ -149,13 +212,17 @@ async def rollout_group(
     policy_version: int | str | None = None,
     timings: list[GroupTimings] | None = None,
     backend: str | None = None,
+    agent: Agent = None,
+    pause: bool = True,
 ) -> list[Trajectory]:
     """``n`` episodes of ``task`` run concurrently, with group-relative advantages. With
     ``share_setup`` the workspace and setup are prepared once, snapshotted, and the n
     sandboxes (and their checker sandboxes) started from it; otherwise each episode
-    prepares its own. A failed episode comes back with ``error`` set and no advantage."""
+    prepares its own. A failed episode comes back with ``error`` set and no advantage.
+    ``agent``: who plays each episode, and ``pause``, as for :func:`rollout`."""
     if n < 1:
         raise ValueError(f"n must be at least 1, got {n}")
+    harness = _harness_for(task, agent)
     group_id = uuid.uuid4().hex[:12]
     t0 = time.monotonic()
     shared = await prepare(task, share=True, backend=backend, steps=True) if share_setup else None
@@ -164,10 +231,18 @@ async def rollout_group(
 
     async def one(i: int) -> None:
         if shared is not None:
-            out[i] = await _episode(shared, policy, limits, policy_version)
+            out[i] = await _episode(
+                shared, policy, limits, policy_version, harness=harness, pause=pause
+            )
         else:
             out[i] = await rollout(
-                task, policy, limits=limits, policy_version=policy_version, backend=backend
+                task,
+                policy,
+                limits=limits,
+                policy_version=policy_version,
+                backend=backend,
+                agent=harness,
+                pause=pause,
             )
 
     t1 = time.monotonic()
@@ -200,16 +275,30 @@ async def stream(
     limits: Limits | None = None,
     policy_version: int | str | None = None,
     backend: str | None = None,
+    agent: Agent = None,
+    pause: bool = True,
 ) -> AsyncIterator[Trajectory]:
     """Rollouts of every task ``n`` times, yielded as they finish. Back-pressure: a finished
-    rollout waits (holding its concurrency slot) until the consumer takes it."""
+    rollout waits (holding its concurrency slot) until the consumer takes it. ``agent``:
+    who plays each, as for :func:`rollout` (checked against every task before any runs);
+    ``pause`` too."""
+    harness = resolve_agent(agent)
+    if harness is not None:
+        for task in tasks:
+            refuse_task(task, harness)
     send, receive = anyio.create_memory_object_stream[Trajectory](0)
     limiter = anyio.CapacityLimiter(concurrency)
 
     async def one(task: Task) -> None:
         async with limiter:
             traj = await rollout(
-                task, policy, limits=limits, policy_version=policy_version, backend=backend
+                task,
+                policy,
+                limits=limits,
+                policy_version=policy_version,
+                backend=backend,
+                agent=harness,
+                pause=pause,
             )
             await send.send(traj)
 
@@ -254,6 +343,7 @@ class SuspendedRollout(BaseModel):
     parts: list[Trajectory] = []
     given_limits: Limits | None = None
     skills: str | None = None
+    harness: HarnessState | None = None  # a rollout a harness plays (agent=): its state
 
     @property
     def task(self) -> Task:
@@ -294,8 +384,10 @@ class Rollout:
         steps: StepsProgress | None = None,
         parts: list[Trajectory] | None = None,
         skills: str | None = None,
+        pause: bool = True,
     ):
         self.prepared = prepared
+        self.pause = pause  # frozen while the model thinks
         self.task = prepared.task
         self.model = model
         self.box = box
@@ -407,6 +499,7 @@ class Rollout:
                     self.trajectory,
                     tools=(await self._open()).tools,
                     policy_version=self.version,
+                    pause=self.pause,
                 )
             if reason is None:
                 reason = limit_reached(self.trajectory, self.limits, self.elapsed_s)
@@ -486,12 +579,24 @@ async def start(
     limits: Limits | None = None,
     version: int | str | None = None,
     backend: str | None = None,
-) -> Rollout:
+    agent: Agent = None,
+) -> Rollout | HarnessRollout:
     """A partial rollout, ready to :meth:`~Rollout.step`. Its sandbox (and its prepared
     snapshot, if the task has a setup) may outlive this process once suspended: only their
-    TTL lets ``agentenv gc`` remove them."""
+    TTL lets ``agentenv gc`` remove them.
+
+    With ``agent`` (a harness), a :class:`~agentenv.rl.harness_rollout.HarnessRollout`:
+    each step lets the harness make one model call; suspended, it waits on the next one
+    with its sandbox frozen, and resumes in any process on this host."""
+    harness = _harness_for(task, agent)
     keep_s = SandboxSpec().ttl_s if task.setup else None
     prepared = await prepare(task, keep_s=keep_s, backend=backend, steps=True)
+    if harness is not None:
+        try:
+            return await _start_harness(prepared, model_for(policy, task), harness, limits, version)
+        except BaseException:
+            await release(prepared)
+            raise
     try:
         box = await start_sandbox(prepared, outlive_owner=True)
     except BaseException:
@@ -500,12 +605,71 @@ async def start(
     return Rollout(prepared, model_for(policy, task), box, limits=limits, version=version)
 
 
+async def _start_harness(
+    prepared: Prepared,
+    model: ChatModel,
+    harness: Harness,
+    limits: Limits | None,
+    version: int | str | None,
+) -> HarnessRollout:
+    """A partial rollout of ``harness``: its image, a gateway folder that outlives this
+    process, and its sandbox (never recycled)."""
+    task = prepared.task
+    image = await harness_image(prepared.image, harness, backend=prepared.backend)
+    folder = new_gateway_dir()
+    try:
+        box = await start_sandbox(
+            prepared,
+            outlive_owner=True,
+            harness=HarnessBox(harness=harness, image=image, gateway_dir=folder),
+        )
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    try:
+        told = task.instruction + await skills_of(task, box)
+    except BaseException:
+        await box.close()
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    return HarnessRollout(
+        prepared,
+        model,
+        box,
+        harness,
+        gateway_dir=folder,
+        instruction=told,
+        limits=limits,
+        version=version,
+        trajectory=new_trajectory(told, task_id=task.id),
+    )
+
+
 async def resume(
     state: SuspendedRollout, policy: Policy, *, version: int | str | None = None
-) -> Rollout:
+) -> Rollout | HarnessRollout:
     """Continue a suspended rollout (from any process on the same sandbox host) with
-    ``policy``; the turns it takes are stamped with ``version``."""
+    ``policy``; the turns it takes are stamped with ``version``. A harness's resumes on a
+    new gateway at the same socket: its cut call is sent again, to ``policy``."""
     box = await attach(state.sandbox_id, state.sandbox_spec)
+    if state.harness is not None:
+        h = state.harness
+        harness = resolve_agent(h.agent)
+        assert harness is not None, "a harness's name resolves to a harness"
+        return HarnessRollout(
+            state.prepared,
+            model_for(policy, state.task),
+            box,
+            harness,
+            gateway_dir=h.gateway_dir,
+            instruction=h.instruction,
+            limits=state.limits,
+            version=version,
+            trajectory=state.trajectory,
+            token=h.token,
+            handle=h.process(),
+            elapsed_s=state.elapsed_s,
+        )
     return Rollout(
         state.prepared,
         model_for(policy, state.task),
@@ -532,6 +696,7 @@ def rollout_group_sync(task: Task, policy: Policy, n: int, **kwargs: Any) -> lis
 
 __all__ = [
     "GroupTimings",
+    "HarnessRollout",
     "Policy",
     "Rollout",
     "SuspendedRollout",

@@ -24,26 +24,35 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
 from pathlib import Path
 
 import anyio
 from pydantic import BaseModel, ConfigDict
 
-from agentenv.agent.loop import run_episode
+from agentenv.agent.loop import new_trajectory, run_episode
 from agentenv.agent.policies import lay_out
-from agentenv.agent.trajectory import ToolResultCallback, Trajectory
+from agentenv.agent.trajectory import Limits, ToolResultCallback, Trajectory
 from agentenv.archive import Archive
 from agentenv.errors import TaskError
 from agentenv.formats.harbor.compose import start_compose
+from agentenv.harnesses.base import Harness
 from agentenv.log import get_logger
 from agentenv.model.client import EventCallback
 from agentenv.model.types import ChatModel
 from agentenv.runner.artifacts import Collecting, collect_before_pause, collect_paused
 from agentenv.runner.harbor_verdict import harbor_verdict
+from agentenv.runner.harness import (
+    Agent,
+    HarnessBox,
+    harness_box,
+    play,
+    refuse_task,
+    resolve_agent,
+)
 from agentenv.runner.healthcheck import wait_healthy
 from agentenv.runner.image_user import build_timeout_named, with_image_user
-from agentenv.runner.offer import offered
+from agentenv.runner.offer import offered, skills_of
 from agentenv.runner.system_changes import container_changes
 from agentenv.runner.workspace import safe_workspace, workspace_tar
 from agentenv.sandbox import (
@@ -139,14 +148,19 @@ class Final(BaseModel):
     artifacts: Archive | None = None
 
 
-def agent_spec(prepared: Prepared, *, outlive_owner: bool = False) -> SandboxSpec:
-    """The agent's sandbox: unprivileged and read-only unless the task says otherwise."""
+def agent_spec(
+    prepared: Prepared, *, outlive_owner: bool = False, harness: HarnessBox | None = None
+) -> SandboxSpec:
+    """The agent's sandbox: unprivileged and read-only unless the task says otherwise. With
+    a ``harness``, its image (the prepared one with the harness on top) and its gateway
+    folder, mounted read-only (:mod:`agentenv.runner.harness`)."""
     task = prepared.task
     root = task.user == "root"
     return SandboxSpec(
         backend=prepared.backend,
-        image=prepared.image,
-        dockerfile=prepared.dockerfile,
+        image=prepared.image if harness is None else harness.image,
+        dockerfile=prepared.dockerfile if harness is None else None,
+        gateway_dir=None if harness is None else harness.gateway_dir,
         build_timeout_s=task.build_timeout_s,
         workdir=task.workdir,
         user=None if root else task.user,
@@ -265,16 +279,19 @@ async def release(prepared: Prepared) -> None:
             await _remove_snapshot(prepared.snapshot)
 
 
-async def start_sandbox(prepared: Prepared, *, outlive_owner: bool = False) -> Sandbox:
+async def start_sandbox(
+    prepared: Prepared, *, outlive_owner: bool = False, harness: HarnessBox | None = None
+) -> Sandbox:
     """An agent sandbox at the prepared state, new or (within a
     :func:`~agentenv.sandbox.recycling` block) recycled; the caller closes it or hands it
-    back."""
-    spec = agent_spec(prepared, outlive_owner=outlive_owner)
+    back. A ``harness``'s is always new (it mounts a folder of its episode's)."""
+    spec = agent_spec(prepared, outlive_owner=outlive_owner, harness=harness)
     task = prepared.task
     if task.compose is not None:  # the services of its compose file, main among them
         box = await start_compose(task, spec)
     else:
-        box = await (create(spec) if outlive_owner else reuse_or_create(spec))
+        fresh = outlive_owner or harness is not None
+        box = await (create(spec) if fresh else reuse_or_create(spec))
     try:
         await box.upload_tar(prepared.workspace, task.workdir)
         if task.healthcheck is not None:  # the agent gets it only once it passes
@@ -534,13 +551,17 @@ class Episode:
         ahead: CheckerAhead | None = None,
         reusable: bool | None = None,
         phases: dict[str, float] | None = None,
+        harness: HarnessBox | None = None,
     ):
         self.prepared = prepared
         self.box: Sandbox | None = box
         self.ahead = ahead
-        self.reusable = prepared.recyclable if reusable is None else reusable
+        # a harness's sandbox mounts its episode's gateway folder: never another episode's
+        kept = prepared.recyclable if reusable is None else reusable
+        self.reusable = kept and harness is None
         self.final: Final | None = None
         self.timer = _Phases(phases)
+        self.harness = harness  # who plays it, when not the built-in loop
 
     @property
     def sandbox(self) -> Sandbox:
@@ -612,23 +633,43 @@ async def episode(
     ahead: bool = True,
     reusable: bool | None = None,
     phases: dict[str, float] | None = None,
+    harness: Harness | None = None,
 ) -> AsyncIterator[Episode]:
     """``async with episode(prepared) as ep:`` an agent sandbox at the prepared state
     (``ep.sandbox``), with the checker sandbox made ahead while the agent works (unless
     ``ahead=False``); call ``await ep.conclude()`` to finish and verify. Whatever happens,
     the block's end tears the episode down (:meth:`Episode.teardown`) and removes the
-    checker not taken. ``reusable=False`` never recycles the agent's sandbox."""
+    checker not taken. ``reusable=False`` never recycles the agent's sandbox.
+
+    With a ``harness`` the agent's sandbox is made from the prepared image with the
+    harness installed (built or taken from the cache, in the ``prepare`` phase) and a
+    gateway folder of this episode's (``ep.harness``; removed after the sandbox), and is
+    never recycled; the checker is made from the task's own image all the same."""
     timer = _Phases(phases)
-    async with checker_ahead(prepared) if ahead else _nothing() as made:
-        with timer("create"):
-            box = await start_sandbox(prepared)
-        ep = Episode(prepared, box, ahead=made, reusable=reusable, phases=phases)
-        try:
-            yield ep
-        finally:
-            await ep.teardown()
-        closing = time.monotonic()  # the checker made ahead and not taken goes now
-    timer.add("teardown", time.monotonic() - closing)
+    if harness is not None:
+        refuse_task(prepared.task, harness)
+    async with AsyncExitStack() as stack:
+        hbox = None
+        if harness is not None:
+            with timer("prepare"):
+                hbox = await stack.enter_async_context(
+                    harness_box(
+                        harness,
+                        prepared.image,
+                        backend=prepared.backend,
+                        snapshot=prepared.snapshot is not None,
+                    )
+                )
+        async with checker_ahead(prepared) if ahead else _nothing() as made:
+            with timer("create"):
+                box = await start_sandbox(prepared, harness=hbox)
+            ep = Episode(prepared, box, ahead=made, reusable=reusable, phases=phases, harness=hbox)
+            try:
+                yield ep
+            finally:
+                await ep.teardown()
+            closing = time.monotonic()  # the checker made ahead and not taken goes now
+        timer.add("teardown", time.monotonic() - closing)
 
 
 @asynccontextmanager
@@ -645,6 +686,7 @@ async def run_task(
     on_tool_result: ToolResultCallback | None = None,
     phases: dict[str, float] | None = None,
     backend: str | None = None,
+    agent: Agent = None,
 ) -> tuple[Trajectory, Final]:
     """Run one episode of ``task`` with ``model``: prepare, the loop in a new agent
     sandbox, finish, verify in a new checker sandbox; every sandbox removed whatever
@@ -652,7 +694,14 @@ async def run_task(
     ``--keep-final`` and regrading). ``phases``, if given, gets the seconds of each phase
     as it ends (``prepare``, ``create``, ``loop``, ``finish``, ``verify``, ``teardown``),
     so a failed episode still tells where its time went. Its sandboxes are ``backend``'s
-    (the default one for ``None``)."""
+    (the default one for ``None``).
+
+    ``agent`` plays the episode: the built-in loop (``None``), or a harness by name or
+    value, run in the agent's sandbox with its model calls through a gateway
+    (:mod:`agentenv.runner.harness`); the rest of the lifecycle is the same."""
+    harness = resolve_agent(agent)
+    if harness is not None:
+        refuse_task(task, harness)  # before any image is built
     if task.multi_step is not None:  # its steps over one sandbox: a room of its own
         from agentenv.runner.steps import run_steps
 
@@ -669,26 +718,68 @@ async def run_task(
     with timer("prepare"):
         prepared = await prepare(task, backend=backend)
     try:
-        async with episode(prepared, phases=phases) as ep:
+        async with episode(prepared, phases=phases, harness=harness) as ep:
             with timer("loop"):
-                await lay_out(model, ep.sandbox)  # the oracle's /solution, by root
-                async with offered(task, ep.sandbox) as offer:
-                    traj = await run_episode(
-                        model,
-                        ep.sandbox,
-                        offer.told(task.instruction),
-                        task_id=task.id,
-                        limits=task.limits,
-                        tools=offer.tools,
-                        pause=pause,
-                        on_event=on_event,
-                        on_tool_result=on_tool_result,
-                    )
+                traj = await play_episode(
+                    ep,
+                    model,
+                    pause=pause,
+                    on_event=on_event,
+                    on_tool_result=on_tool_result,
+                )
             final, traj.score = await ep.conclude()
         return traj, final
     finally:
         with timer("teardown"):
             await release(prepared)
+
+
+async def play_episode(
+    ep: Episode,
+    model: ChatModel,
+    *,
+    limits: Limits | None = None,
+    pause: bool = True,
+    on_event: EventCallback | None = None,
+    on_tool_result: ToolResultCallback | None = None,
+    policy_version: int | str | None = None,
+    into: Trajectory | None = None,
+) -> Trajectory:
+    """The agent's part of an episode, in ``ep``'s sandbox: the built-in loop with what
+    the task offers (:func:`~agentenv.runner.offer.offered`), or the episode's harness
+    through its gateway (:func:`~agentenv.runner.harness.play`); ``limits`` over the
+    task's. A harness fills ``into`` (a new trajectory if not given) as it goes, so a
+    caller that keeps it has the turns taken when it fails."""
+    task = ep.prepared.task
+    limits = limits or task.limits
+    if ep.harness is not None:
+        skills = await skills_of(task, ep.sandbox)  # named to the harness as to the loop
+        traj = into or new_trajectory(task.instruction + skills, task_id=task.id)
+        return await play(
+            ep.harness,
+            ep.sandbox,
+            model,
+            traj,
+            instruction=task.instruction + skills,
+            limits=limits,
+            pause=pause,
+            on_event=on_event,
+            policy_version=policy_version,
+        )
+    await lay_out(model, ep.sandbox)  # the oracle's /solution, by root
+    async with offered(task, ep.sandbox) as offer:
+        return await run_episode(
+            model,
+            ep.sandbox,
+            offer.told(task.instruction),
+            task_id=task.id,
+            limits=limits,
+            tools=offer.tools,
+            pause=pause,
+            on_event=on_event,
+            on_tool_result=on_tool_result,
+            policy_version=policy_version,
+        )
 
 
 class _Phases:

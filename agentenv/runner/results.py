@@ -30,6 +30,7 @@ class EpisodeResult(Spend):
     ``wall_s`` is the whole episode, retries included, and ``phases`` splits it (seconds):
     ``prepare`` (the task's image and prepared state), ``create`` (the agent's sandbox),
     ``model`` (waiting for the model; the sandbox is frozen meanwhile), ``tools``,
+    ``harness`` (an installed harness's own time outside its turns: its start-up),
     ``finish`` (reading the final workdir), ``verify``, ``teardown`` (removing sandboxes
     and images), ``retries`` (failed attempts before the last) and ``other``. Lines
     written before these existed read as empty phases and no times.
@@ -41,6 +42,7 @@ class EpisodeResult(Spend):
     task_id: str
     sample: int
     outcome: Outcome
+    agent: str | None = None  # the harness that played it; None: the built-in loop
     reward: float | None = None  # None unless graded
     passed: bool = False
     stop_reason: str | None = None
@@ -78,6 +80,9 @@ class JobConfig(JobSettings):
     reasoning_effort: str | None = None
     folders: dict[str, str] = Field(default_factory=dict)  # task id → folder, for regrading
     tags: dict[str, list[str]] = Field(default_factory=dict)  # task id → tags, for subtotals
+    # the harness that plays every episode (``--agent``); None: the built-in loop. A resume
+    # must use the same one (a folder from before it existed reads as the built-in loop's)
+    agent: str | None = None
 
 
 def load_results(folder: Path, *, repair: bool = False) -> dict[tuple[str, int], EpisodeResult]:

@@ -45,6 +45,11 @@ class EpisodeSettings(BaseModel):
         description="how long an episode waits for a sandbox engine that stopped answering "
         "(restarting, say) before the job stops",
     )
+    agent: str | None = Field(
+        None,
+        description="the harness that plays each episode (mini-swe-agent, codex, claude-code, "
+        "...; see agentenv.runner.harness); None: agentenv's built-in loop",
+    )
 
 
 MAX_OUTAGES = 8  # host troubles one episode waits out; past this they are its attempts
@@ -96,11 +101,15 @@ async def _wait_out(trouble: str, backend: str, budget_s: float, pause_s: float)
 
 def split_phases(phases: dict[str, float], traj: Trajectory | None, wall_s: float) -> None:
     """Split the loop's time into ``model`` and ``tools`` (from the trajectory's turns),
-    and put what no phase accounts for into ``other``, so the phases add up to ``wall_s``."""
+    and put what no phase accounts for into ``other``, so the phases add up to ``wall_s``.
+    A harness's episode also has ``harness``: its own time outside any turn (starting up
+    before its first call, above all)."""
     loop = phases.pop("loop", None)
     if traj is not None and loop is not None:
         phases["model"] = sum(t.model_s for t in traj.turns)
         phases["tools"] = sum(t.tools_s for t in traj.turns)
+        if traj.harness is not None:
+            phases["harness"] = max(0.0, loop - phases["model"] - phases["tools"])
     elif loop is not None:
         phases["loop"] = loop  # a failed episode: no turns to split it by
     phases["other"] = max(0.0, wall_s - sum(phases.values()))
@@ -128,6 +137,7 @@ def _result_from(
     return EpisodeResult(
         task_id=task.id,
         sample=sample,
+        agent=traj.harness.name if traj.harness is not None else None,
         outcome=outcome,
         reward=score.reward if graded and score else None,
         passed=bool(graded and score and score.passed),
@@ -171,7 +181,9 @@ async def run_episode_with_retries(
         phases = {"retries": attempt_started - started} if again else {}
         try:
             model = Metered(policies.for_task(task), spent)
-            traj, final = await run_task(task, model, phases=phases, backend=settings.backend)
+            traj, final = await run_task(
+                task, model, phases=phases, backend=settings.backend, agent=settings.agent
+            )
             kept = taken = None
             if settings.keep_final and out is not None and final.rejected is None:
                 kept = f"finals/{task.id}/{sample}.tar"

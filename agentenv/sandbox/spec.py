@@ -13,6 +13,8 @@ from agentenv.guest import egress
 from agentenv.sandbox.labels import RESERVED_PREFIX
 
 DEFAULT_IMAGE = "agentenv/base:bookworm"
+GATEWAY_MOUNT = "/run/agentenv/gateway"
+"""Where ``SandboxSpec.gateway_dir`` is mounted (read-only) in the sandbox."""
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
@@ -190,6 +192,12 @@ class SandboxSpec(BaseModel):
         description="named volumes of the engine mounted in it (Docker; Podman refuses them): "
         "a compose group's, shared with its services; never a path of the host",
     )
+    gateway_dir: Path | None = Field(
+        None,
+        description="a host folder (absolute) mounted read-only at /run/agentenv/gateway: "
+        "the model gateway's Unix socket(s), the only way out of a sandbox with no network "
+        "for an installed harness (agentenv/harnesses/); nothing else of the host is mounted",
+    )
     cap_add: tuple[str, ...] = Field((), description="capabilities added back, e.g. 'CHOWN'")
     labels: dict[str, str] = Field(default_factory=dict)
     ttl_s: float = Field(24 * 3600, gt=0, description="after this, `agentenv gc` may remove it")
@@ -240,6 +248,13 @@ class SandboxSpec(BaseModel):
         for path in value:
             if not path.startswith("/") or path.rstrip("/") == "":
                 raise ValueError(f"scratch folders must be absolute and not '/', got {path!r}")
+        return value
+
+    @field_validator("gateway_dir")
+    @classmethod
+    def _gateway_dir(cls, value: Path | None) -> Path | None:
+        if value is not None and not value.is_absolute():
+            raise ValueError(f"gateway_dir must be an absolute path, got {str(value)!r}")
         return value
 
     @field_validator("workdir")

@@ -239,6 +239,7 @@ def _episode(trajectory: Trajectory, path: Path, name: str, sample: int) -> Epis
     result = EpisodeResult(
         task_id=trajectory.task_id,
         sample=sample,
+        agent=trajectory.harness.name if trajectory.harness is not None else None,
         outcome="graded" if graded else "crash",
         reward=trajectory.reward,
         passed=bool(trajectory.score and trajectory.score.passed),

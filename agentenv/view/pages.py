@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from agentenv.agent.tools import ToolResult
-from agentenv.agent.trajectory import Trajectory, Turn
+from agentenv.agent.trajectory import HarnessRun, Trajectory, Turn
 from agentenv.eval.summary import Row
 from agentenv.refactor.verdict import TestRun
 from agentenv.runner.results import EpisodeResult
@@ -428,6 +428,8 @@ def episode_page(
         f"{episode.status} · reward {'—' if r.reward is None else f'{r.reward:.2f}'} · "
         f"{r.turns} turns · {_money(r.cost_usd)} · {r.wall_s:.1f} s · {episode.ended}"
     )
+    if r.agent is not None:
+        facts += f" · played by {r.agent}"
     if episode.group is not None:
         facts += f" · group {episode.group}"
     if episode.advantage is not None:
@@ -464,10 +466,32 @@ def episode_page(
         parts.append("<h2>prompt</h2>" + "".join(_message(m) for m in first))
         parts.append("<h2>turns</h2>")
         parts.extend(_turns(trajectory.turns))
+        if trajectory.harness is not None:
+            parts.append(_harness(trajectory.harness))
     parts.append("<h2>verification</h2>" + _checks(score))
     if artifacts:
         parts.append(_artifacts(r.artifacts or "", artifacts))
     return _page(title, "".join(parts), root="../")
+
+
+def _harness(run: HarnessRun) -> str:
+    """How the harness that played the episode ran: its exit, why it was stopped, where its
+    time went (the model's, the sandbox frozen, vs its own) and its log's tail."""
+    exit_code = "—" if run.exit_code is None else str(run.exit_code)
+    facts = [
+        f"{run.name} {run.version}",
+        f"exit {exit_code}",
+        f"stopped: {run.stopped}" if run.stopped else "ended by itself",
+        f"wall {run.wall_s:.2f} s",
+        f"model {run.model_s:.2f} s",
+        f"harness {run.harness_s:.2f} s",
+    ]
+    log = _fold(run.log) if run.log else "<p class='note'>It wrote nothing.</p>"
+    return (
+        f"<h2>harness</h2><section class='harness'><div class='facts'>"
+        f"{e(' · '.join(facts))}</div><div class='name'>its output and log (the tail)</div>"
+        f"{log}</section>"
+    )
 
 
 def _artifacts(folder: str, listed: Sequence[Listed]) -> str:

@@ -22,7 +22,7 @@ from agentenv.sandbox.docker.stream import DockerStream
 from agentenv.sandbox.errors import ArchiveTooLarge, SandboxError
 from agentenv.sandbox.files import tmpfs_owner
 from agentenv.sandbox.labels import labels_for
-from agentenv.sandbox.spec import SandboxSpec
+from agentenv.sandbox.spec import GATEWAY_MOUNT, SandboxSpec
 
 # what an engine answers when its view of paused/running lags the container's: dockerd's 409
 # "already paused", 20.10's 500 "is not paused", containerd's shim behind a stale dockerd, and
@@ -227,6 +227,12 @@ async def _create_container(engine: Engine, spec: SandboxSpec, image: str) -> st
             )
         tmpfs["/tmp"] = f"rw,exec,nosuid,nodev,size={spec.tmp_size},mode=1777"
     mounts += await _named_volumes(engine, spec)
+    if spec.gateway_dir is not None:  # the model gateway's socket folder, and nothing else
+        mounts.append(
+            docker.types.Mount(
+                target=GATEWAY_MOUNT, source=str(spec.gateway_dir), type="bind", read_only=True
+            )
+        )
     host_config = api.create_host_config(
         read_only=spec.read_only,
         mounts=mounts or None,

@@ -22,7 +22,7 @@ from agentenv.sandbox.errors import SandboxError
 from agentenv.sandbox.podman.cli import NoSuchObject, podman, podman_path
 from agentenv.sandbox.podman.images import resolve_image
 from agentenv.sandbox.podman.stream import ProcessStream
-from agentenv.sandbox.spec import SandboxSpec
+from agentenv.sandbox.spec import GATEWAY_MOUNT, SandboxSpec
 
 _CHUNK = 1 << 20
 # Podman asks for more open files and processes than a container under a lowered hard limit
@@ -223,6 +223,8 @@ def _create_args(spec: SandboxSpec, image: str) -> list[str]:
         args += ["--label", f"{key}={value}"]
     if "runtime" in spec.options:
         args += ["--runtime", spec.options["runtime"]]
+    if spec.gateway_dir is not None:  # the model gateway's socket folder, and nothing else
+        args += ["--volume", f"{spec.gateway_dir}:{GATEWAY_MOUNT}:ro"]
     if spec.read_only:
         # Podman's tmpfs mounts copy the image's folder in unless told not to; Docker's
         # start empty, and so do ours on both (the workspace is uploaded into them)
