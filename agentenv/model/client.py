@@ -384,10 +384,10 @@ class OpenAIChatModel:
     ) -> Any:
         """Fold one chunk (its decoded JSON) into ``out`` (and ``calls``, ``token_ids``,
         ``logprobs``), adding the events to emit to ``events``; returns the usage seen so
-        far. A field the wire format requires (a choice's ``delta``, a tool call's
-        ``index``) missing raises ``KeyError``; a value of another type, ``TypeError`` or
-        ``AttributeError``: the caller reports either as the endpoint's malformed answer."""
-        out.response_id = out.response_id or chunk["id"]
+        far. A field missing reads as ``None`` (as the SDK's models read it, leniently); a
+        value of another type raises ``TypeError`` or ``AttributeError``, which the caller
+        reports as the endpoint's malformed answer."""
+        out.response_id = out.response_id or chunk.get("id")
         usage = chunk.get("usage") or usage  # a repeated trailing usage chunk: keep the last
         prompt_ids = chunk.get("prompt_token_ids")
         if prompt_ids:
@@ -397,8 +397,8 @@ class OpenAIChatModel:
             token_ids.extend(choice.get("token_ids") or ())
             lp = choice.get("logprobs")
             if lp is not None and lp.get("content"):
-                logprobs.extend(t["logprob"] for t in lp["content"])
-            delta = choice["delta"]
+                logprobs.extend(t.get("logprob") for t in lp["content"])
+            delta = choice.get("delta")
             reasoning = delta.get("reasoning_content") or delta.get("reasoning")
             content = delta.get("content")
             tool_calls = delta.get("tool_calls")
@@ -411,7 +411,7 @@ class OpenAIChatModel:
                 out.content += content
                 events.append(StreamEvent(kind="content", text=content))
             for tc in tool_calls or ():
-                index, fn = tc["index"], tc.get("function")
+                index, fn = tc.get("index"), tc.get("function")
                 call = calls.get(index)
                 if call is None:
                     call = calls[index] = ToolCall(
@@ -471,8 +471,8 @@ def _usage(raw: Any) -> Usage:
     out_details = raw.get("completion_tokens_details")
     reasoning = out_details.get("reasoning_tokens") if isinstance(out_details, dict) else None
     return Usage(
-        prompt_tokens=raw["prompt_tokens"] or 0,
+        prompt_tokens=raw.get("prompt_tokens") or 0,
         cached_tokens=cached or 0,
-        completion_tokens=raw["completion_tokens"] or 0,
+        completion_tokens=raw.get("completion_tokens") or 0,
         reasoning_tokens=reasoning or 0,
     )
