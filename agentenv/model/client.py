@@ -142,7 +142,10 @@ class OpenAIChatModel:
         self.rate_limit_wait_s = rate_limit_wait_s
         self._backoff_initial_s = backoff_initial_s
         self._backoff_max_s = backoff_max_s
-        from openai import AsyncOpenAI, DefaultAsyncHttpxClient  # here: the SDK loads slowly
+        from openai import AsyncOpenAI, AsyncStream, DefaultAsyncHttpxClient  # slow to load
+
+        # chunks as the JSON objects they decode to (see _complete_once)
+        self._stream_cls = AsyncStream[object]
 
         # the first bytes of every answer are kept, for errors that quote them
         http_client = http_client or DefaultAsyncHttpxClient()
@@ -294,7 +297,7 @@ class OpenAIChatModel:
         on_event: EventCallback | None,
     ) -> Completion:
         started = time.monotonic()
-        kwargs: dict[str, Any] = {
+        body: dict[str, Any] = {
             "model": self.model,
             "messages": messages,
             "stream": True,
@@ -302,15 +305,26 @@ class OpenAIChatModel:
             "max_completion_tokens": self.max_completion_tokens,
         }
         if tools:
-            kwargs["tools"] = tools
-        extra_body = dict(self.extra_body)
+            body["tools"] = tools
         if self.token_ids:
             # vLLM's fields: the hosted API answers 400 to them, so only self-hosted get them
-            kwargs["logprobs"] = True
-            extra_body["return_token_ids"] = True
-        if extra_body:
-            kwargs["extra_body"] = extra_body
-        stream = await self._client.chat.completions.create(**kwargs)
+            body["logprobs"] = True
+            body["return_token_ids"] = True
+        body.update(self.extra_body)  # as the SDK's extra_body: merged last, over the fields
+        stream = await self._client.post(
+            "/chat/completions",
+            body=body,
+            # the SDK's transport (auth, base URL, timeouts, its errors, the SSE decoder and
+            # the error events in a stream) without its typed layers: the body goes as it
+            # is (the typed create() walks every message to transform it) and each chunk
+            # comes back as the plain JSON object it decodes to (cast to ``object``), not a
+            # ChatCompletionChunk model built field by field. Together those were most of
+            # a call's own time (bench/gateway.py, where a gateway makes a second call).
+            cast_to=object,
+            options={"security": {"bearer_auth": True}},
+            stream=True,
+            stream_cls=self._stream_cls,
+        )
         out = Completion(model=self.model, message_form="k3")  # K3's history form
         calls: dict[int, ToolCall] = {}
         usage: Any = None
@@ -350,7 +364,7 @@ class OpenAIChatModel:
             await emit(StreamEvent(kind="tool_call_finished", tool_call=call))
         try:
             out.usage = _usage(usage)
-        except (AttributeError, TypeError, ValueError) as e:
+        except (AttributeError, TypeError, KeyError, ValueError) as e:
             raise MalformedAnswer(f"{self.base_url} sent usage of the wrong shape: {e}") from e
         out.cost_usd = self.price.cost(out.usage)
         out.latency_s = time.monotonic() - started
@@ -359,7 +373,7 @@ class OpenAIChatModel:
 
     @staticmethod
     def _take(
-        chunk: Any,
+        chunk: dict[str, Any],
         out: Completion,
         calls: dict[int, ToolCall],
         usage: Any,
@@ -368,52 +382,58 @@ class OpenAIChatModel:
         events: list[StreamEvent],
         started: float,
     ) -> Any:
-        """Fold one chunk into ``out`` (and ``calls``, ``token_ids``, ``logprobs``), adding
-        the events to emit to ``events``; returns the usage seen so far."""
-        out.response_id = out.response_id or chunk.id
-        usage = chunk.usage or usage  # a repeated trailing usage chunk: keep the last
-        prompt_ids = getattr(chunk, "prompt_token_ids", None)
+        """Fold one chunk (its decoded JSON) into ``out`` (and ``calls``, ``token_ids``,
+        ``logprobs``), adding the events to emit to ``events``; returns the usage seen so
+        far. A field missing reads as ``None`` (as the SDK's models read it, leniently); a
+        value of another type raises ``TypeError`` or ``AttributeError``, which the caller
+        reports as the endpoint's malformed answer."""
+        out.response_id = out.response_id or chunk.get("id")
+        usage = chunk.get("usage") or usage  # a repeated trailing usage chunk: keep the last
+        prompt_ids = chunk.get("prompt_token_ids")
         if prompt_ids:
             out.prompt_token_ids = list(prompt_ids)
-        for choice in chunk.choices:
-            usage = getattr(choice, "usage", None) or usage
-            token_ids.extend(getattr(choice, "token_ids", None) or ())
-            if choice.logprobs is not None and choice.logprobs.content:
-                logprobs.extend(t.logprob for t in choice.logprobs.content)
-            delta = choice.delta
-            reasoning = getattr(delta, "reasoning_content", None) or getattr(
-                delta, "reasoning", None
-            )
-            if reasoning or delta.content or delta.tool_calls:
+        for choice in chunk["choices"]:
+            usage = choice.get("usage") or usage
+            token_ids.extend(choice.get("token_ids") or ())
+            lp = choice.get("logprobs")
+            if lp is not None and lp.get("content"):
+                logprobs.extend(t.get("logprob") for t in lp["content"])
+            delta = choice.get("delta")
+            reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+            content = delta.get("content")
+            tool_calls = delta.get("tool_calls")
+            if reasoning or content or tool_calls:
                 out.ttft_s = out.ttft_s if out.ttft_s is not None else time.monotonic() - started
             if reasoning:
                 out.reasoning_content += reasoning
                 events.append(StreamEvent(kind="reasoning", text=reasoning))
-            if delta.content:
-                out.content += delta.content
-                events.append(StreamEvent(kind="content", text=delta.content))
-            for tc in delta.tool_calls or []:
-                call = calls.get(tc.index)
+            if content:
+                out.content += content
+                events.append(StreamEvent(kind="content", text=content))
+            for tc in tool_calls or ():
+                index, fn = tc.get("index"), tc.get("function")
+                call = calls.get(index)
                 if call is None:
-                    call = calls[tc.index] = ToolCall(
-                        id=tc.id or "", name=(tc.function.name if tc.function else None) or ""
+                    call = calls[index] = ToolCall(
+                        id=tc.get("id") or "", name=(fn.get("name") if fn else None) or ""
                     )
                     events.append(StreamEvent(kind="tool_call_started", tool_call=call))
-                if tc.id and not call.id:
-                    call.id = tc.id
-                if tc.function is not None:
-                    if tc.function.name and not call.name:
-                        call.name = tc.function.name
-                    call.arguments += tc.function.arguments or ""
-            if choice.finish_reason:
-                out.finish_reason = choice.finish_reason
+                if tc.get("id") and not call.id:
+                    call.id = tc["id"]
+                if fn is not None:
+                    if fn.get("name") and not call.name:
+                        call.name = fn["name"]
+                    call.arguments += fn.get("arguments") or ""
+            if choice.get("finish_reason"):
+                out.finish_reason = choice["finish_reason"]
         return usage
 
 
-async def _chunks(stream: Any, url: str) -> AsyncIterator[Any]:
-    """The chunks of ``stream``; what does not decode as a stream of JSON objects with a
-    list of choices (bytes that are not UTF-8, lines that are not JSON, another shape) is a
-    :class:`MalformedAnswer` quoting the first line that came back."""
+async def _chunks(stream: Any, url: str) -> AsyncIterator[dict[str, Any]]:
+    """The chunks of ``stream``, each the JSON object it decodes to; what does not decode as
+    a stream of JSON objects with a list of choices (bytes that are not UTF-8, lines that
+    are not JSON, another shape) is a :class:`MalformedAnswer` quoting the first line that
+    came back."""
     chunks = stream.__aiter__()
     while True:
         try:
@@ -425,7 +445,7 @@ async def _chunks(stream: Any, url: str) -> AsyncIterator[Any]:
                 f"{url} sent what is not a stream of JSON chunks ({type(e).__name__}: {e}): "
                 f"{wire.describe(stream.response)}"
             ) from e
-        if not isinstance(getattr(chunk, "choices", None), list):
+        if not isinstance(chunk, dict) or not isinstance(chunk.get("choices"), list):
             raise MalformedAnswer(
                 f"{url} sent a chunk without a list of choices: {wire.describe(stream.response)}"
             )
@@ -440,17 +460,19 @@ def _log_retry(state: RetryCallState) -> None:
 
 
 def _usage(raw: Any) -> Usage:
+    """The usage object of a stream (its decoded JSON), cached tokens from either place
+    K3 puts them."""
     if raw is None:
         return Usage()
-    details = getattr(raw, "prompt_tokens_details", None)
-    cached = getattr(details, "cached_tokens", None) if details is not None else None
+    details = raw.get("prompt_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
     if cached is None:
-        cached = getattr(raw, "cached_tokens", None)
-    out_details = getattr(raw, "completion_tokens_details", None)
-    reasoning = getattr(out_details, "reasoning_tokens", None) if out_details is not None else None
+        cached = raw.get("cached_tokens")
+    out_details = raw.get("completion_tokens_details")
+    reasoning = out_details.get("reasoning_tokens") if isinstance(out_details, dict) else None
     return Usage(
-        prompt_tokens=raw.prompt_tokens or 0,
+        prompt_tokens=raw.get("prompt_tokens") or 0,
         cached_tokens=cached or 0,
-        completion_tokens=raw.completion_tokens or 0,
+        completion_tokens=raw.get("completion_tokens") or 0,
         reasoning_tokens=reasoning or 0,
     )
