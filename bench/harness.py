@@ -10,11 +10,14 @@ submit command; Codex CLI, Claude Code: an answer without a tool call). The task
 ``notes.txt``, write ``42`` to ``answer.txt``, graded by a hidden file check; every episode
 must earn 1.0.
 
-Each episode runs the lifecycle ``rollout_group`` runs (one shared ``prepare``, then
-``episode`` → ``play_episode`` → ``conclude``, inside ``recycling()``) with the harness
-(``--agent``, mini-swe-agent by default: it starts fastest) or the built-in loop; the bench
-drives those steps itself so that each episode's model is wrapped in a probe that reads the
-sandbox's cgroup CPU counter when each call leaves and when its answer comes back.
+Each episode runs the lifecycle an ``agentenv.rl`` rollout runs (``prepare``, once here:
+the task has no setup; then ``episode`` → ``play_episode`` → ``conclude``, inside
+``recycling()``) with the harness (``--agent``, mini-swe-agent by default: it starts
+fastest) or the built-in loop. The bench drives those steps itself, the same way for every
+figure, because ``rollout``/``rollout_group`` take no ``pause`` (the gateway's ``pause=False``
+is reached through ``play_episode``) and so that each episode's model can be wrapped in a
+probe that reads the sandbox's cgroup CPU counter when each call leaves and when its answer
+comes back.
 
 1. **Share of an episode spent frozen**, ``sum(paused_s) / sum(wall_s)`` over ``--episodes``
    episodes one at a time, the harness against the built-in loop on the same task and model
@@ -59,6 +62,7 @@ import anyio
 from common import (
     RUN_ID,
     Report,
+    Row,
     arg_parser,
     describe,
     fmt,
@@ -319,8 +323,12 @@ def _frozen_share(runs: list[Watched]) -> float:
 def split(runs: list[Watched]) -> dict[str, float]:
     """Where the episodes' wall time went (sums over them, seconds), from the turns: the
     model's calls (frozen), start-up before the first call, the player's own time between
-    an answer and its next call, and the time after the last answer until the end."""
-    out = {"wall": 0.0, "model": 0.0, "paused": 0.0, "startup": 0.0, "between": 0.0, "exit": 0.0}
+    an answer and its next call, and the time after the last answer until the end. For a
+    harness, ``around`` is agentenv's part outside the harness's process (its state folder
+    and config files, starting the relay, collecting its log): ``wall_s - harness.wall_s``,
+    most of it before the harness starts."""
+    keys = ("wall", "model", "paused", "startup", "around", "between", "exit")
+    out = dict.fromkeys(keys, 0.0)
     for w in runs:
         t = w.traj
         model = sum(turn.model_s for turn in t.turns)
@@ -331,7 +339,14 @@ def split(runs: list[Watched]) -> dict[str, float]:
         out["between"] += sum(tools[:-1])
         out["exit"] += tools[-1] if tools else 0.0
         out["startup"] += t.wall_s - model - sum(tools)
+        out["around"] += t.wall_s - t.harness.wall_s if t.harness is not None else 0.0
     return out
+
+
+def side_by_side(what: str, unit: str, ours: float, base: float) -> Row:
+    """A row with the baseline's figure beside ours but no ratio (a part near zero on one
+    side makes a ratio meaningless)."""
+    return Row(what, unit, ours, base)
 
 
 # -- 1. share of an episode spent frozen -----------------------------------------------------
@@ -375,14 +390,16 @@ async def bench_share(cfg: Config, s: Setting, report: Report) -> None:
             harn >= 0.9,
         ),
         relative_row("  episode wall, mean", "s", h["wall"] / n, b["wall"] / n, label),
-        relative_row("  frozen (model calls), mean", "s", h["paused"] / n, b["paused"] / n, label),
-        relative_row(
-            "  not frozen: start-up to 1st call", "s", h["startup"] / n, b["startup"] / n, label
+        side_by_side("  frozen (model calls), mean", "s", h["paused"] / n, b["paused"] / n),
+        side_by_side("  not frozen: start-up to 1st call", "s", h["startup"] / n, b["startup"] / n),
+        side_by_side("    of which agentenv around the harness", "s", h["around"] / n, 0.0),
+        side_by_side(
+            "    of which the harness starting (≈)", "s", (h["startup"] - h["around"]) / n, 0.0
         ),
-        relative_row(
-            "  not frozen: between calls (tools)", "s", h["between"] / n, b["between"] / n, label
+        side_by_side(
+            "  not frozen: between calls (tools)", "s", h["between"] / n, b["between"] / n
         ),
-        relative_row("  not frozen: after last answer", "s", h["exit"] / n, b["exit"] / n, label),
+        side_by_side("  not frozen: after last answer (exit)", "s", h["exit"] / n, b["exit"] / n),
     ]
 
 
@@ -513,7 +530,9 @@ async def run_all(cfg: Config) -> Report:
     assert harness is not None
     with tempfile.TemporaryDirectory(prefix="agentenv-bench-harness-") as tmp:
         task = write_task(Path(tmp) / "task")
-        prepared = await prepare(task, share=True, backend=BACKEND, steps=True)
+        # not shared: the task's image stays the base image, whose harness layer is cached
+        # across runs (a snapshot of this run's would be rebuilt on, and removed, each time)
+        prepared = await prepare(task, backend=BACKEND)
         try:
             started = time.perf_counter()
             await harness_image(prepared.image, harness, backend=BACKEND)
