@@ -153,7 +153,7 @@ def step_text(row: Row) -> str:
     )
 
 
-PHASES = ("prepare", "create", "model", "tools", "loop", "finish", "verify", "teardown")
+PHASES = ("prepare", "create", "harness", "model", "tools", "loop", "finish", "verify", "teardown")
 
 
 def phase_line(total: Row) -> str:

@@ -71,12 +71,13 @@ async def _episode(
     *,
     pool: SandboxPool | None = None,
     harness: Harness | None = None,
+    pause: bool = True,
 ) -> Trajectory:
     """One episode from a prepared state; its failure is in the trajectory, not raised (one
     episode never takes down its group or stream). Cancellation still propagates."""
     task = prepared.task
     if harness is not None:
-        return await _harness_episode(prepared, policy, limits, policy_version, harness)
+        return await _harness_episode(prepared, policy, limits, policy_version, harness, pause)
     rollout: Rollout | None = None
     try:
         model = model_for(policy, task)
@@ -89,7 +90,7 @@ async def _episode(
                 raise
         else:
             box = await start_sandbox(prepared)
-        rollout = Rollout(prepared, model, box, limits=limits, version=policy_version)
+        rollout = Rollout(prepared, model, box, limits=limits, version=policy_version, pause=pause)
         return await rollout.run()
     except Exception as e:
         log.warning("rollout.failed", task=task.id, error=f"{type(e).__name__}: {e}")
@@ -105,6 +106,7 @@ async def _harness_episode(
     limits: Limits | None,
     policy_version: int | str | None,
     harness: Harness,
+    pause: bool = True,
 ) -> Trajectory:
     """One episode played by ``harness`` (:mod:`agentenv.runner.harness`) through the
     episode lifecycle; its failure is in the trajectory (with the turns taken), not raised."""
@@ -114,7 +116,7 @@ async def _harness_episode(
         model = model_for(policy, task)
         async with episode(prepared, harness=harness) as ep:
             traj = await play_episode(
-                ep, model, limits=limits, policy_version=policy_version, into=traj
+                ep, model, limits=limits, policy_version=policy_version, into=traj, pause=pause
             )
             _, traj.score = await ep.conclude()
         return traj
@@ -147,6 +149,7 @@ async def rollout(
     policy_version: int | str | None = None,
     backend: str | None = None,
     agent: Agent = None,
+    pause: bool = True,
 ) -> Trajectory:
     """One episode of ``task`` through the episode lifecycle (prepare, setup, the loop,
     finish, verification in a new checker sandbox); the returned trajectory has ``score``
@@ -157,7 +160,9 @@ async def rollout(
     ``agent`` plays it: the built-in loop (``None``) or a harness, by name or value (see
     :mod:`agentenv.runner.harness`: its model calls go through a gateway that freezes the
     sandbox and records each turn; the trajectory's ``harness`` says how it ran). An
-    unknown name, a multi-step task or a ``pool`` with a harness is raised, not returned."""
+    unknown name, a multi-step task or a ``pool`` with a harness is raised, not returned.
+    ``pause=False`` leaves the sandbox running while the model thinks (to measure what
+    the freeze saves)."""
     harness = _harness_for(task, agent, pool)
     try:
         prepared = await prepare(task, backend=pool.spec.backend if pool else backend, steps=True)
@@ -166,7 +171,9 @@ async def rollout(
         traj.error = f"{classify(e)}: {type(e).__name__}: {e}"
         return traj
     try:
-        return await _episode(prepared, policy, limits, policy_version, pool=pool, harness=harness)
+        return await _episode(
+            prepared, policy, limits, policy_version, pool=pool, harness=harness, pause=pause
+        )
     finally:
         await release(prepared)
 
@@ -206,12 +213,13 @@ async def rollout_group(
     timings: list[GroupTimings] | None = None,
     backend: str | None = None,
     agent: Agent = None,
+    pause: bool = True,
 ) -> list[Trajectory]:
     """``n`` episodes of ``task`` run concurrently, with group-relative advantages. With
     ``share_setup`` the workspace and setup are prepared once, snapshotted, and the n
     sandboxes (and their checker sandboxes) started from it; otherwise each episode
     prepares its own. A failed episode comes back with ``error`` set and no advantage.
-    ``agent``: who plays each episode, as for :func:`rollout`."""
+    ``agent``: who plays each episode, and ``pause``, as for :func:`rollout`."""
     if n < 1:
         raise ValueError(f"n must be at least 1, got {n}")
     harness = _harness_for(task, agent)
@@ -223,7 +231,9 @@ async def rollout_group(
 
     async def one(i: int) -> None:
         if shared is not None:
-            out[i] = await _episode(shared, policy, limits, policy_version, harness=harness)
+            out[i] = await _episode(
+                shared, policy, limits, policy_version, harness=harness, pause=pause
+            )
         else:
             out[i] = await rollout(
                 task,
@@ -232,6 +242,7 @@ async def rollout_group(
                 policy_version=policy_version,
                 backend=backend,
                 agent=harness,
+                pause=pause,
             )
 
     t1 = time.monotonic()
@@ -265,10 +276,12 @@ async def stream(
     policy_version: int | str | None = None,
     backend: str | None = None,
     agent: Agent = None,
+    pause: bool = True,
 ) -> AsyncIterator[Trajectory]:
     """Rollouts of every task ``n`` times, yielded as they finish. Back-pressure: a finished
     rollout waits (holding its concurrency slot) until the consumer takes it. ``agent``:
-    who plays each, as for :func:`rollout` (checked against every task before any runs)."""
+    who plays each, as for :func:`rollout` (checked against every task before any runs);
+    ``pause`` too."""
     harness = resolve_agent(agent)
     if harness is not None:
         for task in tasks:
@@ -285,6 +298,7 @@ async def stream(
                 policy_version=policy_version,
                 backend=backend,
                 agent=harness,
+                pause=pause,
             )
             await send.send(traj)
 
@@ -370,8 +384,10 @@ class Rollout:
         steps: StepsProgress | None = None,
         parts: list[Trajectory] | None = None,
         skills: str | None = None,
+        pause: bool = True,
     ):
         self.prepared = prepared
+        self.pause = pause  # frozen while the model thinks
         self.task = prepared.task
         self.model = model
         self.box = box
@@ -483,6 +499,7 @@ class Rollout:
                     self.trajectory,
                     tools=(await self._open()).tools,
                     policy_version=self.version,
+                    pause=self.pause,
                 )
             if reason is None:
                 reason = limit_reached(self.trajectory, self.limits, self.elapsed_s)

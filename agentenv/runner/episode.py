@@ -653,7 +653,12 @@ async def episode(
         if harness is not None:
             with timer("prepare"):
                 hbox = await stack.enter_async_context(
-                    harness_box(harness, prepared.image, backend=prepared.backend)
+                    harness_box(
+                        harness,
+                        prepared.image,
+                        backend=prepared.backend,
+                        snapshot=prepared.snapshot is not None,
+                    )
                 )
         async with checker_ahead(prepared) if ahead else _nothing() as made:
             with timer("create"):

@@ -21,22 +21,22 @@ the task's own image (never the harness's), finish, verify and teardown.
 
 Refused with a harness, by name: a multi-step task (its steps are conversations the
 built-in loop drives), a compose task (its services and MCP servers are the built-in
-loop's), and the scripted policies that play the built-in tools (``oracle``, ``command:``,
-``replay``), which have no model call a harness could make. ``null`` is a model that never
-acts, and works.
+loop's), a task verified in the agent's final sandbox (``verify_in`` ``final`` or
+``agent``, Harbor's ``final`` and ``shared`` modes: that sandbox is the harness's image,
+whose layer must not reach the verdict), and the scripted policies that play the built-in
+tools (``oracle``, ``command:``, ``replay``), which have no model call a harness could make.
+``null`` is a model that never acts, and works.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import shutil
-import sys
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+import anyio
 from pydantic import BaseModel
 
 from agentenv import scratch
@@ -44,17 +44,17 @@ from agentenv.agent.trajectory import Limits, StopReason, Trajectory
 from agentenv.errors import TaskError
 from agentenv.gateway.session import Gateway, open_gateway
 from agentenv.harnesses.base import Harness
-from agentenv.harnesses.fetch import HarnessInstallError
-from agentenv.harnesses.install import harness_image
+from agentenv.harnesses.images import remove_image
+from agentenv.harnesses.install import check_host, harness_image
 from agentenv.harnesses.registry import harness as registered
 from agentenv.harnesses.registry import harness_names
 from agentenv.harnesses.run import run_harness
 from agentenv.log import get_logger
 from agentenv.model.client import EventCallback
 from agentenv.model.types import ChatModel
-from agentenv.sandbox.backend import get_backend
 from agentenv.sandbox.protocol import Sandbox
 from agentenv.tasks import Task
+from agentenv.verify.kinds.harbor import HarborCheck
 
 log = get_logger(__name__)
 
@@ -111,6 +111,21 @@ def refuse_task(task: Task, harness: Harness) -> None:
             "multi-step task (each step is a conversation of the built-in loop); "
             "run it without --agent"
         )
+    verifier = task.verifier
+    final = task.verify_in in ("final", "agent") or (
+        isinstance(verifier, HarborCheck) and verifier.mode in ("final", "shared")
+    )
+    if final:
+        # its verdict is taken from the agent's own sandbox, which a harness's image is
+        # built on: the harness's layer would be in the verdict (a system check sees it)
+        raise TaskError(
+            f"task {task.id!r} is verified in the agent's final sandbox (verify_in "
+            f"{task.verify_in!r}"
+            + (f", Harbor mode {verifier.mode!r}" if isinstance(verifier, HarborCheck) else "")
+            + f"): with the agent {harness.name!r} that sandbox holds the harness's files, "
+            "which must not reach the verdict; run it without --agent (or verify it in the "
+            "prepared state, or in Harbor's separate mode)"
+        )
     if task.compose is not None:
         raise TaskError(
             f"task {task.id!r} runs beside compose services: the agent {harness.name!r} "
@@ -140,40 +155,29 @@ def check_agent(agent: Agent, *, backend: str, model: str | None = None) -> Harn
         return None
     if model is not None:
         refuse_policy(model, harness)
-    problem = host_problem(harness)
-    if problem is not None:
-        raise HarnessInstallError(f"the agent {harness.name!r} cannot be installed here: {problem}")
-    get_backend(backend)  # an unknown backend, before any episode
+    check_host(harness, backend=backend)
     return harness
 
 
-def host_problem(harness: Harness) -> str | None:
-    """What this host lacks to download ``harness``'s packages (its image is built from
-    what the host downloads), with the command that installs it; ``None`` when nothing.
-    Fast: no image is built or probed (a non-Debian task image is named when built)."""
-    if harness.npm and shutil.which("npm") is None:
-        return (
-            "npm is not installed on this host (it downloads the harness's packages): "
-            "`apt-get install npm` (or install Node.js from nodejs.org)"
-        )
-    if harness.pip and importlib.util.find_spec("pip") is None:
-        return (
-            f"pip is not installed for {sys.executable} on this host (it downloads the "
-            f"harness's wheels): `{sys.executable} -m ensurepip`"
-        )
-    return None
-
-
 @asynccontextmanager
-async def harness_box(harness: Harness, image: str, *, backend: str) -> AsyncIterator[HarnessBox]:
+async def harness_box(
+    harness: Harness, image: str, *, backend: str, snapshot: bool = False
+) -> AsyncIterator[HarnessBox]:
     """``async with harness_box(h, prepared.image, backend=...) as hb:`` the harness's
     image built on ``image`` (cached) and a new gateway folder, removed when the block
-    ends (after the sandbox that mounts it is closed, in the block)."""
+    ends (after the sandbox that mounts it is closed, in the block). On a ``snapshot``
+    (a prepared state after its setup) the harness's image is removed too, once no sandbox
+    uses it: it would keep the snapshot from going."""
     built = await harness_image(image, harness, backend=backend)
-    with scratch.folder("gateway") as folder:
-        # the sandbox's user (any uid) reaches the socket through it
-        os.chmod(folder, 0o755)
-        yield HarnessBox(harness=harness, image=built, gateway_dir=Path(folder))
+    try:
+        with scratch.folder("gateway") as folder:
+            # the sandbox's user (any uid) reaches the socket through it
+            os.chmod(folder, 0o755)
+            yield HarnessBox(harness=harness, image=built, gateway_dir=Path(folder))
+    finally:
+        if snapshot:  # the last episode of a group on it removes it (the others' fail)
+            with anyio.CancelScope(shield=True):
+                await remove_image(backend, built)
 
 
 def timeout_of(limits: Limits) -> float:
@@ -254,7 +258,6 @@ __all__ = [
     "agent_name",
     "check_agent",
     "harness_box",
-    "host_problem",
     "play",
     "refuse_policy",
     "refuse_task",

@@ -30,6 +30,7 @@ class EpisodeResult(Spend):
     ``wall_s`` is the whole episode, retries included, and ``phases`` splits it (seconds):
     ``prepare`` (the task's image and prepared state), ``create`` (the agent's sandbox),
     ``model`` (waiting for the model; the sandbox is frozen meanwhile), ``tools``,
+    ``harness`` (an installed harness's own time outside its turns: its start-up),
     ``finish`` (reading the final workdir), ``verify``, ``teardown`` (removing sandboxes
     and images), ``retries`` (failed attempts before the last) and ``other``. Lines
     written before these existed read as empty phases and no times.

@@ -101,11 +101,15 @@ async def _wait_out(trouble: str, backend: str, budget_s: float, pause_s: float)
 
 def split_phases(phases: dict[str, float], traj: Trajectory | None, wall_s: float) -> None:
     """Split the loop's time into ``model`` and ``tools`` (from the trajectory's turns),
-    and put what no phase accounts for into ``other``, so the phases add up to ``wall_s``."""
+    and put what no phase accounts for into ``other``, so the phases add up to ``wall_s``.
+    A harness's episode also has ``harness``: its own time outside any turn (starting up
+    before its first call, above all)."""
     loop = phases.pop("loop", None)
     if traj is not None and loop is not None:
         phases["model"] = sum(t.model_s for t in traj.turns)
         phases["tools"] = sum(t.tools_s for t in traj.turns)
+        if traj.harness is not None:
+            phases["harness"] = max(0.0, loop - phases["model"] - phases["tools"])
     elif loop is not None:
         phases["loop"] = loop  # a failed episode: no turns to split it by
     phases["other"] = max(0.0, wall_s - sum(phases.values()))

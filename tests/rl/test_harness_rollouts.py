@@ -63,9 +63,15 @@ async def test_a_group_played_by_a_harness_gets_advantages(tmp_path: Path) -> No
 async def test_a_multi_step_task_or_an_unknown_agent_is_refused(tmp_path: Path) -> None:
     steps = load_task(two_steps(tmp_path, "two"))
     model = OpenAIChatModel(base_url="http://127.0.0.1:9/v1", api_key="local")
-    with pytest.raises(TaskError, match=r"task 'two' has steps.*'mini-swe-agent'"):
+    with pytest.raises(TaskError, match=r"task 'two-steps' has steps.*'mini-swe-agent'"):
         await rollout(steps, model, agent="mini-swe-agent")
-    with pytest.raises(TaskError, match=r"task 'two' has steps.*'mini-swe-agent'"):
+    with pytest.raises(TaskError, match=r"task 'two-steps' has steps.*'mini-swe-agent'"):
         await rollout_group(steps, model, 2, agent="mini-swe-agent")
     with pytest.raises(TaskError, match=r"unknown agent 'nope'.*mini-swe-agent"):
         await rollout(load_task(answer_task(tmp_path)), model, agent="nope")
+    # verified in the agent's own sandbox, which would carry the harness's layer to the verdict
+    final = answer_task(tmp_path, "final")
+    toml = (final / "task.toml").read_text()
+    (final / "task.toml").write_text('verify_in = "final"\n' + toml)
+    with pytest.raises(TaskError, match="verified in the agent's final sandbox"):
+        await rollout(load_task(final), model, agent="mini-swe-agent")

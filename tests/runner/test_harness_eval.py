@@ -17,6 +17,7 @@ import pytest
 
 from agentenv.runner.results import load_results
 from agentenv.testing import K3Server, ScriptedToolCall, ScriptedTurn
+from agentenv.view import build_site
 from tests.formats.test_harbor_steps import two_steps
 
 ENV = {**os.environ, "COLUMNS": "200"}
@@ -91,6 +92,12 @@ def test_eval_with_mini_swe_agent_grades_the_harness_episode(tmp_path: Path) -> 
         assert json.loads((job / "config.json").read_text())["agent"] == "mini-swe-agent"
         summary = json.loads((job / "summary.json").read_text())
         assert {row["agent"] for row in summary} == {"mini-swe-agent"}
+    # the viewer: the harness episode's turns like any other's, then how the harness ran
+    build_site(tmp_path / "solved", tmp_path / "site")
+    page = (tmp_path / "site" / "episodes" / "answer--0.html").read_text()
+    assert page.count("<h3>turn ") == 2 and "played by mini-swe-agent" in page
+    harness = page[page.index("<h2>harness</h2>") : page.index("<h2>verification</h2>")]
+    assert "mini-swe-agent 2.4.6 · exit 0 · ended by itself" in harness
     report = agentenv("report", str(tmp_path / "solved"))
     assert report.returncode == 0 and "played by mini-swe-agent" in report.stdout
     # a resume must play with the same agent: the built-in loop is refused on that folder
@@ -115,6 +122,10 @@ def test_an_unknown_agent_is_refused_naming_the_known_ones(tmp_path: Path) -> No
     assert not (tmp_path / "job").exists()  # nothing ran, nothing written
     ran = agentenv("run", str(tasks / "answer"), "--model", "null", "--agent", "nope")
     assert ran.returncode == 2 and "unknown agent 'nope'" in ran.stderr
+    refactor = agentenv("refactor", "--repos", str(tmp_path), "--instruction", "x", "--model",
+                        "null", "--agent", "nope", "--out", str(tmp_path / "r"))  # fmt: skip
+    assert refactor.returncode == 2 and "unknown agent 'nope'" in refactor.stderr
+    assert not (tmp_path / "r").exists()
 
 
 @pytest.mark.no_docker
@@ -123,8 +134,36 @@ def test_a_multi_step_task_and_the_oracle_are_refused_with_a_harness(tmp_path: P
     done = agentenv("eval", str(steps), "--model", "null", "--agent", "mini-swe-agent",
                     "--out", str(tmp_path / "job"))  # fmt: skip
     assert done.returncode == 2, done.stderr
-    assert "task 'two' has steps" in done.stderr and "mini-swe-agent" in done.stderr
+    assert "task 'two-steps' has steps" in done.stderr and "mini-swe-agent" in done.stderr
     assert not (tmp_path / "job" / "results.jsonl").exists()
     oracle = agentenv("eval", str(answer_task(tmp_path / "tasks")), "--model", "oracle",
                       "--agent", "mini-swe-agent", "--out", str(tmp_path / "o"))  # fmt: skip
     assert oracle.returncode == 2 and "--model oracle" in oracle.stderr, oracle.stderr
+
+
+def codex_solving(body: dict[str, Any]) -> ScriptedTurn:
+    """Codex's shell tool writes the answer; then a turn without tool calls ends it."""
+    if _answered(body) == 0:
+        call = ScriptedToolCall(
+            name="exec_command", arguments=json.dumps({"cmd": "echo ok > answer.txt"})
+        )
+        return ScriptedTurn(reasoning="Write it.", tool_calls=[call])
+    return ScriptedTurn(reasoning="Done.", content="ok is in answer.txt.")
+
+
+@pytest.mark.on_docker
+def test_eval_with_codex_grades_the_harness_episode(tmp_path: Path) -> None:
+    tasks = tmp_path / "tasks"
+    answer_task(tasks)
+    with K3Server(codex_solving) as server:
+        done = agentenv(
+            "--backend", "docker", "eval", str(tasks), "--model", server.base_url,
+            "--agent", "codex", "--out", str(tmp_path / "job"),
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr + done.stdout
+    [result] = load_results(tmp_path / "job").values()
+    assert result.outcome == "graded" and result.reward == 1.0, result
+    assert result.agent == "codex" and result.stop_reason == "harness_exited"
+    traj = json.loads((tmp_path / "job" / str(result.trajectory)).read_text())
+    assert traj["turns"][0]["completion"]["tool_calls"][0]["name"] == "exec_command"
+    assert traj["harness"]["exit_code"] == 0 and traj["paused_s"] > 0
