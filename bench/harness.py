@@ -14,10 +14,10 @@ Each episode runs the lifecycle an ``agentenv.rl`` rollout runs (``prepare``, on
 the task has no setup; then ``episode`` → ``play_episode`` → ``conclude``, inside
 ``recycling()``) with the harness (``--agent``, mini-swe-agent by default: it starts
 fastest) or the built-in loop. The bench drives those steps itself, the same way for every
-figure, because ``rollout``/``rollout_group`` take no ``pause`` (the gateway's ``pause=False``
-is reached through ``play_episode``) and so that each episode's model can be wrapped in a
-probe that reads the sandbox's cgroup CPU counter when each call leaves and when its answer
-comes back.
+figure (``rollout_group(..., agent=, pause=)`` runs the same steps), so that each
+episode's model can be wrapped in a probe that reads that episode's sandbox's cgroup CPU
+counter when each call leaves and when its answer comes back (a policy shared by a group
+cannot tell whose call it is answering).
 
 1. **Share of an episode spent frozen**, ``sum(paused_s) / sum(wall_s)`` over ``--episodes``
    episodes one at a time, the harness against the built-in loop on the same task and model
@@ -28,7 +28,8 @@ comes back.
    last answer until the harness has ended).
 2. **Rollouts/s with ``--concurrency`` (50) harness episodes at once**, frozen during each
    model call (the gateway's ``pause=True``) against the same harness left running while it
-   waits (``pause=False``), same task, model and code path, in the same run.
+   waits (``pause=False``), same task, model and code path, in the same run; then frozen
+   again, to show the drift over the run (the host may be shared).
 3. **CPU seconds the sandboxes used while their model calls were out**, frozen against
    unfrozen (from (2); the cgroup's counter read at each call's start and end): what freezing
    is for.
@@ -424,7 +425,7 @@ async def bench_concurrent(cfg: Config, s: Setting, report: Report) -> None:
     """``cfg.concurrency`` harness episodes at once, frozen, then left running."""
     n = cfg.concurrency
     figures: dict[str, dict[str, Any]] = {}
-    for mode, pause in (("frozen", True), ("running", False)):
+    for mode, pause in (("frozen", True), ("running", False), ("frozen again", True)):
         step(f"{n} {cfg.agent} episodes at once, {mode} during model calls; load {_load()}")
         done, batch_s = await batch(s, n, pause=pause)
         _check(f"concurrent ({mode})", done)
@@ -453,6 +454,13 @@ async def bench_concurrent(cfg: Config, s: Setting, report: Report) -> None:
             label,
             "≥ 1× (no slower)",
             fr["per_s"] >= run["per_s"],
+        ),
+        relative_row(
+            "  frozen again, after (drift over the run)",
+            "/s",
+            figures["frozen again"]["per_s"],
+            run["per_s"],
+            label,
         ),
         relative_row(
             "  end-to-end per episode, p50",
