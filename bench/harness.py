@@ -28,8 +28,9 @@ cannot tell whose call it is answering).
    last answer until the harness has ended).
 2. **Rollouts/s with ``--concurrency`` (50) harness episodes at once**, frozen during each
    model call (the gateway's ``pause=True``) against the same harness left running while it
-   waits (``pause=False``), same task, model and code path, in the same run; then frozen
-   again, to show the drift over the run (the host may be shared).
+   waits (``pause=False``), same task, model and code path, in the same run. The frozen
+   batch runs before and after the unfrozen one and its figure is their mean: the host may
+   be shared, and a drift over the run then counts on both sides.
 3. **CPU seconds the sandboxes used while their model calls were out**, frozen against
    unfrozen (from (2); the cgroup's counter read at each call's start and end): what freezing
    is for.
