@@ -130,14 +130,15 @@ def write_task(folder: Path) -> Task:
 
 
 def shell_call(tools: dict[str, dict[str, Any]], command: str) -> ScriptedToolCall:
-    """``command`` through whichever shell tool the player offers, in that tool's shape (a
-    string, or an argv list for a tool whose ``command`` is an array)."""
+    """``command`` through whichever shell tool the player offers, in that tool's shape (its
+    ``cmd`` or ``command`` argument; a string, or an argv list where it is an array)."""
     for name in SHELL_TOOLS:
         if name in tools:
             props = (tools[name].get("parameters") or {}).get("properties") or {}
-            kind = (props.get("command") or {}).get("type")
+            key = "cmd" if "cmd" in props else "command"  # Codex's exec_command: cmd
+            kind = (props.get(key) or {}).get("type")
             value: Any = ["bash", "-lc", command] if kind == "array" else command
-            return ScriptedToolCall(name=name, arguments=json.dumps({"command": value}))
+            return ScriptedToolCall(name=name, arguments=json.dumps({key: value}))
     raise ValueError(f"no shell tool among the offered ones: {sorted(tools)}")
 
 

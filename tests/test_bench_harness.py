@@ -52,6 +52,10 @@ def test_the_script_looks_solves_and_ends_as_each_player_ends(bench: ModuleType)
     codex = [_tool("shell", "array")]
     argv = bench.scripted(_body(codex, 0), looks=0, agent="codex").tool_calls[0]
     assert json.loads(argv.arguments) == {"command": ["bash", "-lc", "echo 42 > answer.txt"]}
+    exec_tool = {"type": "function", "function": {"name": "exec_command", "parameters": {
+        "type": "object", "properties": {"cmd": {"type": "string"}}}}}  # fmt: skip
+    cmd = bench.scripted(_body([exec_tool], 0), looks=1, agent="codex").tool_calls[0]
+    assert json.loads(cmd.arguments) == {"cmd": "ls -la"}
     ended = bench.scripted(_body([_tool("Bash")], 1), looks=0, agent="claude-code")
     assert ended.tool_calls == [] and ended.content
     with pytest.raises(ValueError, match="no shell tool"):
