@@ -38,11 +38,11 @@ PUBLIC = {
     ],
     sys.modules["agentenv.sandbox"]: [  # `agentenv.sandbox` is also a function's name
         "ArchiveTooLarge", "EngineUnavailable", "ExecResult", "ExecUserError", "FileTooLarge",
-        "ImageUnavailable", "Leftover", "Recycler",
+        "ImageFacts", "ImageStore", "ImageUnavailable", "Leftover", "Recycler",
         "Sandbox", "SandboxBackend", "SandboxClosed", "SandboxError", "SandboxPaused",
         "SandboxPool", "SandboxSpec", "SandboxUnavailable", "Snapshot", "attach",
         "backend_names", "create", "default_backend", "fork", "get_backend", "hand_back",
-        "handed_back", "recycling", "remove_snapshot", "reuse_or_create", "sandbox",
+        "handed_back", "image_store", "recycling", "remove_snapshot", "reuse_or_create", "sandbox",
     ],
     agentenv.testing: ["Fault", "K3Server", "ScriptedToolCall", "ScriptedTurn"],
 }  # fmt: skip

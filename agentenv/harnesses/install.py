@@ -26,29 +26,35 @@ import anyio
 from agentenv import scratch
 from agentenv.harnesses.base import Harness
 from agentenv.harnesses.fetch import HarnessInstallError, Platform, npm_tree, pip_tree
-from agentenv.harnesses.images import DIGEST_LABEL, build, image_info
 from agentenv.log import get_logger
 from agentenv.sandbox.backend import sandbox
-from agentenv.sandbox.errors import ImageUnavailable
+from agentenv.sandbox.errors import ImageUnavailable, SandboxError
+from agentenv.sandbox.image_store import ImageStore, image_store
 from agentenv.sandbox.spec import SandboxSpec
 
 log = get_logger(__name__)
 
 RECIPE = 1  # bump when the Dockerfile below changes: every harness image is rebuilt
 HARNESS_LABEL = "agentenv.harness"
+DIGEST_LABEL = "agentenv.harness.digest"
 DEFAULT_BUILD_TIMEOUT_S = 1200.0
 
 _locks: dict[tuple[int, str], anyio.Lock] = {}
 
 
+def store(backend: str) -> ImageStore:
+    """The backend's image store; :class:`HarnessInstallError` when it keeps no images."""
+    try:
+        return image_store(backend)
+    except SandboxError as e:
+        raise HarnessInstallError(f"installing a harness needs docker or podman: {e}") from e
+
+
 def check_host(harness: Harness, *, backend: str) -> None:
     """Fail fast, before any episode and without building: :class:`HarnessInstallError`
     naming the command that provides what installing ``harness`` needs on this host (npm,
-    pip) or the backend it needs (docker or podman)."""
-    if backend not in ("docker", "podman"):
-        raise HarnessInstallError(
-            f"installing a harness needs the docker or podman backend, not {backend!r}"
-        )
+    pip) or the backend it needs (one that keeps images: docker or podman)."""
+    store(backend)
     if harness.npm and shutil.which("npm") is None:
         raise HarnessInstallError(
             f"harness {harness.name!r} is installed with npm, which this host lacks: "
@@ -112,15 +118,16 @@ async def harness_image(
     it first, e.g. by creating a sandbox from it). Raises :class:`HarnessInstallError` naming
     what is missing (npm or pip on the host, a non-Debian image, no python3 for a PyPI
     harness) and :class:`ImageUnavailable` / :class:`BuildTimedOut` for a failed build."""
-    info = await image_info(backend, image)
+    images = store(backend)
+    info = await images.image_facts(image)
     if info is None:
         raise ImageUnavailable(f"image {image!r} is not on the {backend} engine: resolve it first")
-    image_id, user, _ = info
+    image_id, user = info.id, info.user
     digest = harness_digest(harness, image_id)
     tag = f"agentenv/harness-{harness.name}:{digest}"
     async with _lock(tag), _host_lock(tag):
-        found = await image_info(backend, tag)
-        if found is not None and found[2].get(DIGEST_LABEL) == digest:
+        found = await images.image_facts(tag)
+        if found is not None and found.labels.get(DIGEST_LABEL) == digest:
             return tag
         started = time.monotonic()
         platform = await probe(image_id, backend, user)
@@ -128,7 +135,7 @@ async def harness_image(
             dockerfile = await anyio.to_thread.run_sync(
                 _context, Path(tmp), harness, platform, image_id, digest
             )
-            await build(backend, tag, dockerfile, timeout_s=build_timeout_s)
+            await images.build_image(tag, dockerfile, timeout_s=build_timeout_s)
         log.info(
             "harness.image.built",
             harness=harness.name,

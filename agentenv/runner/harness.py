@@ -47,7 +47,6 @@ from agentenv.agent.trajectory import Limits, StopReason, Trajectory
 from agentenv.errors import TaskError
 from agentenv.gateway.session import Gateway, open_gateway
 from agentenv.harnesses.base import Harness
-from agentenv.harnesses.images import remove_image
 from agentenv.harnesses.install import check_host, harness_image
 from agentenv.harnesses.registry import harness as registered
 from agentenv.harnesses.registry import harness_names
@@ -55,6 +54,7 @@ from agentenv.harnesses.run import run_harness
 from agentenv.log import get_logger
 from agentenv.model.client import EventCallback
 from agentenv.model.types import ChatModel
+from agentenv.sandbox.image_store import image_store
 from agentenv.sandbox.protocol import Sandbox
 from agentenv.tasks import Task
 
@@ -164,7 +164,7 @@ async def harness_box(
     finally:
         if snapshot:  # the last episode of a group on it removes it (the others' fail)
             with anyio.CancelScope(shield=True):
-                await remove_image(backend, built)
+                await image_store(backend).remove_image(built)
 
 
 def timeout_of(limits: Limits) -> float:

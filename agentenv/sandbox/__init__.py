@@ -4,7 +4,8 @@ thinks, and can be snapshotted and forked. Nothing here knows about models.
 Code above this package names only what is exported here: the :class:`Sandbox` protocol,
 :class:`SandboxSpec`, the backend seam's functions (:func:`create`, :func:`attach`,
 :func:`fork`, :func:`remove_snapshot`, :func:`get_backend`), and recycling between episodes
-(:func:`recycling`, :func:`reuse_or_create`, :func:`hand_back`). The backends themselves
+(:func:`recycling`, :func:`reuse_or_create`, :func:`hand_back`), and the images a backend
+keeps (:func:`image_store`). The backends themselves
 live in ``agentenv.sandbox.docker`` and ``agentenv.sandbox.podman`` and are loaded when
 first asked for by name."""
 
@@ -31,6 +32,7 @@ from agentenv.sandbox.errors import (
     SandboxPaused,
     SandboxUnavailable,
 )
+from agentenv.sandbox.image_store import ImageFacts, ImageStore, image_store
 from agentenv.sandbox.pool import SandboxPool
 from agentenv.sandbox.protocol import ExecResult, Sandbox, Snapshot
 from agentenv.sandbox.recycling import (
@@ -48,6 +50,8 @@ __all__ = [
     "ExecResult",
     "ExecUserError",
     "FileTooLarge",
+    "ImageFacts",
+    "ImageStore",
     "ImageUnavailable",
     "Leftover",
     "Recycler",
@@ -68,6 +72,7 @@ __all__ = [
     "get_backend",
     "hand_back",
     "handed_back",
+    "image_store",
     "recycling",
     "remove_snapshot",
     "reuse_or_create",

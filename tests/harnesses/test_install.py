@@ -12,9 +12,9 @@ import pytest
 
 from agentenv.harnesses import HARNESS_ROOT, harness
 from agentenv.harnesses.fetch import HarnessInstallError, Platform, npm_tree
-from agentenv.harnesses.images import build
 from agentenv.harnesses.install import harness_image
 from agentenv.sandbox.backend import sandbox
+from agentenv.sandbox.image_store import image_store
 from agentenv.sandbox.images import BASE_IMAGE
 from agentenv.sandbox.spec import SandboxSpec
 
@@ -51,7 +51,7 @@ async def test_an_image_not_on_the_engine_is_named() -> None:
 
 
 async def test_a_backend_other_than_docker_or_podman_is_refused() -> None:
-    with pytest.raises(HarnessInstallError, match="docker or podman backend"):
+    with pytest.raises(HarnessInstallError, match=r"needs docker or podman.*k8s"):
         await harness_image(BASE_IMAGE, harness("codex"), backend="k8s")
 
 
@@ -69,7 +69,7 @@ async def test_a_non_debian_image_is_refused_by_name(tmp_path: Path) -> None:
         f"FROM {BASE_IMAGE}\nRUN rm /etc/debian_version /usr/bin/apt-get\n"
     )
     image = "agentenv/test-harness-not-debian:1"
-    await build("docker", image, tmp_path / "Dockerfile", timeout_s=300)
+    await image_store("docker").build_image(image, tmp_path / "Dockerfile", timeout_s=300)
     try:
         with pytest.raises(HarnessInstallError, match="Debian-like"):
             await harness_image(image, harness("codex"), backend="docker")

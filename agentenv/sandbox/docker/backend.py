@@ -4,6 +4,9 @@ modules beside it, that speaks the Docker API or sees ``docker.errors``."""
 
 from __future__ import annotations
 
+import contextlib
+from pathlib import Path
+
 import docker.errors
 import requests
 
@@ -11,9 +14,11 @@ from agentenv.sandbox import labels as L
 from agentenv.sandbox.backend import Leftover, check_options, fork_by_creating
 from agentenv.sandbox.container.freezing import seen_status, thaw_before_removal
 from agentenv.sandbox.docker.engine import Engine, connect, get_engine
+from agentenv.sandbox.docker.images import build_from_dockerfile
 from agentenv.sandbox.docker.sandbox import DockerSandbox
-from agentenv.sandbox.errors import EngineUnavailable, SandboxError
+from agentenv.sandbox.errors import EngineUnavailable, ImageUnavailable, SandboxError
 from agentenv.sandbox.gc import leftover
+from agentenv.sandbox.image_store import ImageFacts
 from agentenv.sandbox.protocol import Sandbox, Snapshot
 from agentenv.sandbox.spec import SandboxSpec
 
@@ -56,6 +61,32 @@ class DockerBackend:
             pass
         except docker.errors.APIError as e:
             raise SandboxError(f"snapshot {snapshot.ref}: {e.explanation or e}") from e
+
+    async def image_facts(self, image: str) -> ImageFacts | None:
+        """The image's id, USER and labels; ``None`` when the engine lacks it."""
+        engine = await self._get_engine()
+        try:
+            found = await engine.run(engine.api.inspect_image, image)
+        except docker.errors.ImageNotFound:
+            return None
+        except docker.errors.APIError as e:
+            raise ImageUnavailable(f"image {image!r}: {e.explanation or e}") from e
+        config = found.get("Config") or {}
+        return ImageFacts(
+            id=str(found["Id"]),
+            user=str(config.get("User") or ""),
+            labels=dict(config.get("Labels") or {}),
+        )
+
+    async def build_image(self, tag: str, dockerfile: Path, *, timeout_s: float | None) -> None:
+        """``docker build`` of ``tag`` from ``dockerfile``, never pulling."""
+        await build_from_dockerfile(await self._get_engine(), tag, dockerfile, timeout_s=timeout_s)
+
+    async def remove_image(self, image: str) -> None:
+        """Remove ``image`` unless it is gone or a container still uses it."""
+        engine = await self._get_engine()
+        with contextlib.suppress(docker.errors.APIError):
+            await engine.run(engine.api.remove_image, image)
 
     def leftovers(self) -> list[Leftover]:
         """Our containers, snapshot images and orphaned workdir volumes. Blocking. Raises

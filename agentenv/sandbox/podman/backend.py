@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+from pathlib import Path
 
 import anyio
 
@@ -14,7 +15,9 @@ from agentenv.sandbox.backend import Leftover, check_options, fork_by_creating
 from agentenv.sandbox.container.freezing import seen_status, thaw_before_removal
 from agentenv.sandbox.errors import SandboxError
 from agentenv.sandbox.gc import leftover
+from agentenv.sandbox.image_store import ImageFacts
 from agentenv.sandbox.podman.cli import NoSuchObject, podman, podman_sync
+from agentenv.sandbox.podman.images import resolve_image
 from agentenv.sandbox.podman.sandbox import PodmanSandbox
 from agentenv.sandbox.protocol import Sandbox, Snapshot
 from agentenv.sandbox.spec import SandboxSpec
@@ -56,6 +59,27 @@ class PodmanBackend:
         """Delete the snapshot's image."""
         with contextlib.suppress(NoSuchObject):
             await podman("rmi", "--force", snapshot.ref)
+
+    async def image_facts(self, image: str) -> ImageFacts | None:
+        """The image's id, USER and labels; ``None`` when Podman's storage lacks it."""
+        try:
+            out = json.loads(await podman("image", "inspect", image))
+        except NoSuchObject:
+            return None
+        info = out[0] if isinstance(out, list) else out
+        config = info.get("Config") or {}
+        labels = info.get("Labels") or config.get("Labels") or {}
+        user = config.get("User") or info.get("User") or ""
+        return ImageFacts(id=str(info["Id"]), user=str(user), labels=dict(labels))
+
+    async def build_image(self, tag: str, dockerfile: Path, *, timeout_s: float | None) -> None:
+        """``podman build`` of ``tag`` from ``dockerfile``, never pulling."""
+        await resolve_image(tag, dockerfile, build_timeout_s=timeout_s)
+
+    async def remove_image(self, image: str) -> None:
+        """Remove ``image`` unless it is gone or a container still uses it."""
+        with contextlib.suppress(SandboxError):
+            await podman("rmi", image)
 
     def leftovers(self) -> list[Leftover]:
         """Our containers and snapshot images. Blocking."""
