@@ -1,0 +1,320 @@
+"""Red team for harness episodes: the model's commands run in the sandbox next to the harness,
+as its user, so the agent can read the gateway's token, talk to the gateway's socket itself,
+and poke at everything mounted or installed for the harness. Each test is an attack run from
+inside a real Docker sandbox (or, for a whole episode, as a scripted model's tool calls through
+a real installed harness), then the defence checked: budgets hold and every call is on the
+trajectory, the gateway and the job survive, the mount cannot be changed, no real key is
+visible, the verdict is the hidden verifier's."""
+
+from __future__ import annotations
+
+import json
+import resource
+import tempfile
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from agentenv.agent.loop import new_trajectory
+from agentenv.agent.trajectory import Limits, Trajectory
+from agentenv.gateway import Gateway
+from agentenv.sandbox import SandboxSpec, create
+from agentenv.sandbox.protocol import Sandbox
+from agentenv.sandbox.spec import GATEWAY_MOUNT
+from agentenv.testing import K3Server, ScriptedTurn
+from tests.gateway.conftest import gateway_on, openai_client
+
+pytestmark = [pytest.mark.anyio, pytest.mark.on_docker]
+
+SOCK = f"{GATEWAY_MOUNT}/gateway.sock"
+AGENT_USER = "1000:1000"  # the agent's commands: an unprivileged user, as in an episode
+
+# The agent's client, run with python3 in the sandbox: raw HTTP/1.1 on the gateway's socket.
+CLIENT = r"""
+import json, os, socket, sys, threading
+SOCK = %r
+TOKEN = os.environ["TOKEN"]
+
+def call(text, results, i):
+    body = json.dumps({"model": "kimi-k3", "messages": [{"role": "user", "content": text}]}).encode()
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(SOCK)
+    s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nhost: g\r\ncontent-type: application/json\r\n"
+              + b"authorization: Bearer " + TOKEN.encode() + b"\r\ncontent-length: "
+              + str(len(body)).encode() + b"\r\nconnection: close\r\n\r\n" + body)
+    data = b""
+    while True:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    results[i] = data.split(b" ", 2)[1].decode() if data else "none"
+""" % (SOCK,)
+
+
+@pytest.fixture
+def socket_dir() -> Iterator[Path]:
+    """The episode's gateway folder (short: a Unix socket's path is at most 107 bytes)."""
+    with tempfile.TemporaryDirectory(prefix="gwa-", dir="/tmp") as d:
+        folder = Path(d) / "g"
+        folder.mkdir()
+        yield folder
+
+
+@pytest.fixture
+async def box(socket_dir: Path) -> AsyncIterator[Sandbox]:
+    """An agent sandbox with the gateway's folder mounted, as a harness episode has it."""
+    sandbox = await create(
+        SandboxSpec(backend="docker", gateway_dir=socket_dir, network="none", user=AGENT_USER)
+    )
+    try:
+        yield sandbox
+    finally:
+        await sandbox.close()
+
+
+async def _py(box: Sandbox, script: str, token: str, timeout: float = 120) -> Any:
+    return await box.exec(["python3", "-c", script], env={"TOKEN": token}, timeout=timeout)
+
+
+async def _still_answers(gateway: Gateway) -> None:
+    """A well-formed call after the attack is answered."""
+    client = openai_client(gateway)
+    try:
+        r = await client.chat.completions.create(
+            model="kimi-k3", messages=[{"role": "user", "content": "still there?"}]
+        )
+        assert r.choices[0].message.content
+    finally:
+        await client.close()
+
+
+def _answer(text: str = "ok") -> Any:
+    return lambda body: ScriptedTurn(content=text)
+
+
+# -- the token: calls made with it directly are budgeted and recorded -------------------------
+
+
+async def test_direct_calls_with_the_stolen_token_stay_within_the_turn_budget(
+    socket_dir: Path, box: Sandbox
+) -> None:
+    """The agent reads the token and fires many calls at once: each is recorded, and no
+    more than max_turns are answered (not one per connection that raced past the check)."""
+    traj = new_trajectory("attack", task_id="a")
+    with K3Server(_answer(), ttft_s=0.5) as server:
+        async with gateway_on(
+            server, socket_dir, sandbox=box, limits=Limits(max_turns=2), trajectory=traj
+        ) as gateway:
+            attack = CLIENT + (
+                "results = {}\n"
+                "ts = [threading.Thread(target=call, args=('steal %d' % i, results, i))"
+                " for i in range(12)]\n"
+                "[t.start() for t in ts]; [t.join() for t in ts]\n"
+                "print(json.dumps(sorted(results.values())))\n"
+            )
+            done = await _py(box, attack, gateway.token)
+            statuses = json.loads(done.stdout)
+        answered = len(server.requests)
+    assert statuses.count("200") <= 2, statuses
+    assert answered <= 2, f"the endpoint was called {answered} times with max_turns=2"
+    assert len(traj.turns) == statuses.count("200")  # every answered call is on the trajectory
+    assert traj.stop_reason == "max_turns"
+
+
+async def test_a_wrong_token_is_refused_and_not_recorded(socket_dir: Path, box: Sandbox) -> None:
+    traj = new_trajectory("attack", task_id="a")
+    with K3Server(_answer()) as server:
+        async with gateway_on(server, socket_dir, sandbox=box, trajectory=traj):
+            attack = CLIENT + "r = {}\ncall('x', r, 0)\nprint(r[0])\n"
+            done = await _py(box, attack, "guessed-token")
+        assert done.stdout.strip() == "401" and not server.requests and not traj.turns
+
+
+# -- floods: the gateway and the job survive -----------------------------------------------
+
+FLOODS = r"""
+import os, socket, time
+SOCK = %r
+TOKEN = os.environ["TOKEN"]
+def conn():
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM); s.connect(SOCK); return s
+def status(s):
+    s.settimeout(60)
+    try:
+        data = s.recv(4096)
+    except OSError as e:
+        return "error " + type(e).__name__
+    return data.split(b" ", 2)[1].decode() if data.startswith(b"HTTP/") else "closed"
+out = {}
+# a body far over the limit, sent as fast as the socket takes it
+s = conn()
+s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nhost: g\r\nauthorization: Bearer "
+          + TOKEN.encode() + b"\r\ncontent-length: 200000000\r\n\r\n")
+try:
+    chunk = b"x" * (1 << 20)
+    for _ in range(200):
+        s.sendall(chunk)
+except OSError:
+    pass
+out["huge_body"] = status(s)
+# headers that never end
+s = conn()
+s.sendall(b"GET /v1/models HTTP/1.1\r\n")
+try:
+    for i in range(100000):
+        s.sendall(b"x-pad-%%d: %%s\r\n" %% (i, b"y" * 100))
+except OSError:
+    pass
+out["endless_headers"] = status(s)
+# not HTTP at all, and binary
+for name, junk in (("garbage", b"\x00\xff\xfe" * 1000 + b"\r\n\r\n"),
+                   ("bad_request_line", b"GET\r\n\r\n"),
+                   ("bad_chunked", b"POST /v1/chat/completions HTTP/1.1\r\nhost: g\r\n"
+                                   b"transfer-encoding: chunked\r\n\r\nzz\r\n")):
+    s = conn(); s.sendall(junk); out[name] = status(s)
+# a body that is not UTF-8, and JSON nested past any recursion limit
+for name, body in (("non_utf8", b'{"model": "\xff\xfe\xfd", "messages": []}'),
+                   ("deep_json", b"[" * 200000 + b"]" * 200000),
+                   ("not_object", b"[1, 2]"),
+                   ("bad_messages", b'{"model": "m", "messages": [{"role": 7}], "tools": 3}')):
+    s = conn()
+    s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nhost: g\r\nauthorization: Bearer "
+              + TOKEN.encode() + b"\r\ncontent-length: " + str(len(body)).encode()
+              + b"\r\n\r\n" + body)
+    out[name] = status(s)
+# slowloris: many connections, each a byte of a request at a time, then dropped
+slow = [conn() for _ in range(200)]
+for i in range(20):
+    for s in slow:
+        s.send(b"POST /v1/chat/completions HTTP/1.1\r\n"[i:i + 1])
+for s in slow:
+    s.close()
+print(repr(out))
+""" % (SOCK,)
+
+
+async def test_floods_and_malformed_http_leave_the_gateway_answering(
+    socket_dir: Path, box: Sandbox
+) -> None:
+    traj = new_trajectory("attack", task_id="a")
+    with K3Server(_answer()) as server:
+        async with gateway_on(server, socket_dir, sandbox=box, trajectory=traj) as gateway:
+            done = await _py(box, FLOODS, gateway.token, timeout=300)
+            assert done.exit_code == 0, done.stderr
+            out = eval(done.stdout)  # our own script's repr of a dict of str
+            await _still_answers(gateway)
+        assert len(server.requests) == 1  # none of the junk reached the model
+    assert out["huge_body"] in ("413", "closed"), out
+    assert out["endless_headers"] in ("400", "431", "closed"), out
+    for name in ("garbage", "bad_request_line", "non_utf8", "not_object", "bad_messages"):
+        assert out[name] == "400", out
+    assert out["deep_json"] in ("400", "500"), out
+    assert len(traj.turns) == 1
+
+
+HOLD = r"""
+import os, socket, sys, time
+SOCK = %r
+held = []
+for _ in range(int(sys.argv[1])):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.connect(SOCK)
+    except OSError:
+        break
+    held.append(s)
+time.sleep(3)  # the gateway accepts what it will meanwhile
+print(len(held))
+""" % (SOCK,)
+
+
+@pytest.fixture
+def few_files() -> Iterator[int]:
+    """This process (the job's, which runs every episode's gateway) at a low open-files
+    limit, as a job is once its sandboxes and connections take its fds: the number left."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    in_use = len(list(Path("/proc/self/fd").iterdir()))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (in_use + 400, hard))
+    try:
+        yield 400
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+async def test_thousands_of_connections_do_not_take_the_jobs_files(
+    socket_dir: Path, box: Sandbox, few_files: int
+) -> None:
+    """The agent opens more connections to the socket than the job has files left: the
+    gateway must cap what it accepts (not die on EMFILE, not starve the job's other work)."""
+    traj = new_trajectory("attack", task_id="a")
+    with K3Server(_answer()) as server:
+        async with gateway_on(server, socket_dir, sandbox=box, trajectory=traj) as gateway:
+            script = HOLD
+            done = await box.exec(
+                ["python3", "-c", script, str(few_files * 5)], timeout=120
+            )
+            assert done.exit_code == 0, done.stderr
+            # the job can still open files while the agent holds its connections
+            opened = [open("/dev/null") for _ in range(few_files // 2)]  # noqa: SIM115
+            for f in opened:
+                f.close()
+            await _still_answers(gateway)
+    assert len(traj.turns) == 1
+
+
+# -- the mount: read-only, nothing to replace -------------------------------------------------
+
+
+async def test_the_gateway_folder_cannot_be_written_or_its_socket_replaced(
+    socket_dir: Path, box: Sandbox
+) -> None:
+    with K3Server(_answer()) as server:
+        async with gateway_on(server, socket_dir, sandbox=box) as gateway:
+            before = gateway.socket_path.stat().st_ino
+            tries = {
+                "touch": f"touch {GATEWAY_MOUNT}/x",
+                "unlink": f"rm -f {SOCK}",
+                "rename": f"mv {SOCK} {GATEWAY_MOUNT}/old",
+                "symlink": f"ln -s /etc/passwd {GATEWAY_MOUNT}/evil.sock",
+                "chmod": f"chmod 777 {GATEWAY_MOUNT}",
+                "bind": (
+                    "python3 -c \"import socket; s=socket.socket(socket.AF_UNIX);"
+                    f" s.bind('{GATEWAY_MOUNT}/fake.sock')\""
+                ),
+                "up": f"ls {GATEWAY_MOUNT}/.. {GATEWAY_MOUNT}/../.. >/dev/null && "
+                f"touch {GATEWAY_MOUNT}/../x",
+                "remount": f"mount -o remount,rw {GATEWAY_MOUNT}",
+            }
+            for name, command in tries.items():
+                done = await box.exec(["sh", "-c", command], timeout=60)
+                assert done.exit_code != 0, (name, done.stdout, done.stderr)
+            listing = await box.exec(["ls", "-A", GATEWAY_MOUNT], timeout=60)
+            assert listing.stdout.split() == ["gateway.sock"]
+            assert gateway.socket_path.stat().st_ino == before
+            assert sorted(p.name for p in socket_dir.iterdir()) == ["gateway.sock"]
+            await _still_answers(gateway)
+        assert len(server.requests) == 1
+
+
+async def test_nothing_of_the_host_but_the_socket_is_reachable(
+    socket_dir: Path, box: Sandbox
+) -> None:
+    """No other episode's socket, no host path through the mount, no host network."""
+    (socket_dir.parent / "other.sock").write_text("another episode's")  # a sibling on the host
+    with K3Server(_answer()) as server:
+        async with gateway_on(server, socket_dir, sandbox=box):
+            host_port = server.base_url.rsplit(":", 1)[1].split("/")[0]
+            probe = (
+                f"ls {GATEWAY_MOUNT}/../other.sock 2>/dev/null && echo SIBLING; "
+                f"cat {GATEWAY_MOUNT}/../../other.sock 2>/dev/null && echo SIBLING2; "
+                "grep -h gateway /proc/self/mountinfo | wc -l; "
+                "python3 -c \"import socket; s=socket.socket(); s.settimeout(3); "
+                f"s.connect(('172.17.0.1', {host_port}))\" 2>/dev/null && echo HOSTNET; true"
+            )
+            done = await box.exec(["sh", "-c", probe], timeout=60)
+    assert "SIBLING" not in done.stdout and "HOSTNET" not in done.stdout, done.stdout
+    assert done.stdout.split()[-1] == "1"  # one mount: the gateway's folder
