@@ -254,9 +254,7 @@ async def test_thousands_of_connections_do_not_take_the_jobs_files(
     with K3Server(_answer()) as server:
         async with gateway_on(server, socket_dir, sandbox=box, trajectory=traj) as gateway:
             script = HOLD
-            done = await box.exec(
-                ["python3", "-c", script, str(few_files * 5)], timeout=120
-            )
+            done = await box.exec(["python3", "-c", script, str(few_files * 5)], timeout=120)
             assert done.exit_code == 0, done.stderr
             # the job can still open files while the agent holds its connections
             opened = [open("/dev/null") for _ in range(few_files // 2)]  # noqa: SIM115
@@ -282,7 +280,7 @@ async def test_the_gateway_folder_cannot_be_written_or_its_socket_replaced(
                 "symlink": f"ln -s /etc/passwd {GATEWAY_MOUNT}/evil.sock",
                 "chmod": f"chmod 777 {GATEWAY_MOUNT}",
                 "bind": (
-                    "python3 -c \"import socket; s=socket.socket(socket.AF_UNIX);"
+                    'python3 -c "import socket; s=socket.socket(socket.AF_UNIX);'
                     f" s.bind('{GATEWAY_MOUNT}/fake.sock')\""
                 ),
                 "up": f"ls {GATEWAY_MOUNT}/.. {GATEWAY_MOUNT}/../.. >/dev/null && "
@@ -312,9 +310,176 @@ async def test_nothing_of_the_host_but_the_socket_is_reachable(
                 f"ls {GATEWAY_MOUNT}/../other.sock 2>/dev/null && echo SIBLING; "
                 f"cat {GATEWAY_MOUNT}/../../other.sock 2>/dev/null && echo SIBLING2; "
                 "grep -h gateway /proc/self/mountinfo | wc -l; "
-                "python3 -c \"import socket; s=socket.socket(); s.settimeout(3); "
+                'python3 -c "import socket; s=socket.socket(); s.settimeout(3); '
                 f"s.connect(('172.17.0.1', {host_port}))\" 2>/dev/null && echo HOSTNET; true"
             )
             done = await box.exec(["sh", "-c", probe], timeout=60)
     assert "SIBLING" not in done.stdout and "HOSTNET" not in done.stdout, done.stdout
     assert done.stdout.split()[-1] == "1"  # one mount: the gateway's folder
+
+
+# -- whole episodes: the attack is the scripted model's commands, run by mini-swe-agent --------
+
+UPSTREAM_KEY = "sk-redteam-upstream-key-7f3a91"  # the model client's real key: never inside
+
+RECON = r"""
+import glob, json, os, urllib.request
+KEY, K3 = %r[::-1], %r[::-1]  # reversed: this file holds no needle
+cfg = json.load(open(os.path.expanduser("~/.agentenv-mini/agentenv.yaml")))
+token, base = cfg["model"]["model_kwargs"]["api_key"], cfg["model"]["model_kwargs"]["api_base"]
+report = {"uid": os.getuid()}
+bad = []
+for root, dirs, files in os.walk("/opt/agentenv-harness"):
+    for n in dirs + files:
+        p = os.path.join(root, n)
+        st = os.lstat(p)
+        if st.st_uid != 0 or (not os.path.islink(p) and os.access(p, os.W_OK)):
+            bad.append(p)
+try:
+    open("/opt/agentenv-harness/planted", "w").write("x")
+    bad.append("planted")
+except OSError:
+    pass
+report["harness_writable"] = bad[:5]
+found = []
+for p in glob.glob("/proc/*/environ") + glob.glob("/proc/*/cmdline"):
+    try:
+        data = open(p, "rb").read()
+    except OSError:
+        continue
+    found += [p for n in (KEY, K3) if n.encode() in data]
+for root, dirs, files in os.walk("/"):
+    if root in ("/proc", "/sys", "/dev", "/usr"):
+        dirs[:] = []
+        continue
+    for n in files:
+        p = os.path.join(root, n)
+        try:
+            if os.path.islink(p) or not os.path.isfile(p) or os.path.getsize(p) > 20 << 20:
+                continue
+            data = open(p, "rb").read()
+        except OSError:
+            continue
+        found += [p for n in (KEY, K3) if n.encode() in data]
+report["secrets"] = found[:5]
+report["key_env"] = sorted(k for k in os.environ if "KEY" in k or "TOKEN" in k)
+statuses = []
+for i in range(2):
+    body = json.dumps({"model": "x", "messages": [
+        {"role": "user", "content": "direct " + json.dumps(report)}]}).encode()
+    req = urllib.request.Request(base + "/chat/completions", body, {
+        "authorization": "Bearer " + token, "content-type": "application/json"})
+    statuses.append(urllib.request.urlopen(req, timeout=600).status)
+print("DIRECT", statuses)
+"""
+
+
+def _answered(body: dict[str, Any]) -> int:
+    return sum(m.get("role") == "assistant" for m in body["messages"])
+
+
+def _bash(command: str) -> Any:
+    from agentenv.testing import ScriptedToolCall
+
+    return ScriptedToolCall(name="bash", arguments=json.dumps({"command": command}))
+
+
+def attacker(commands: list[str]) -> Any:
+    """The model: the harness's n-th call gets ``commands[n]``; a direct call is answered."""
+
+    def script(body: dict[str, Any]) -> ScriptedTurn:
+        first = body["messages"][0].get("content")
+        if isinstance(first, str) and first.startswith("direct "):
+            return ScriptedTurn(content="a direct answer")
+        n = min(_answered(body), len(commands) - 1)
+        return ScriptedTurn(reasoning="attack", tool_calls=[_bash(commands[n])])
+
+    return script
+
+
+def _task(root: Path) -> Any:
+    from agentenv.tasks import load_task
+
+    folder = root / "answer"
+    (folder / "workspace").mkdir(parents=True)
+    (folder / "workspace" / "README").write_text("write ok into answer.txt\n")
+    (folder / "instruction.md").write_text("Write ok into answer.txt.\n")
+    (folder / "task.toml").write_text(
+        '[verifier]\nkind = "file"\npath = "answer.txt"\nequals = "ok"\n'
+    )
+    return load_task(folder)
+
+
+async def _episode(
+    tmp_path: Path, commands: list[str], limits: Limits
+) -> tuple[Trajectory, K3Server]:
+    import base64
+
+    from agentenv.model import OpenAIChatModel
+    from agentenv.rl.rollout import rollout
+
+    with K3Server(attacker(commands)) as server:
+        host = server.base_url.split("//", 1)[1].split("/", 1)[0]
+        script = RECON % (UPSTREAM_KEY[::-1], host[::-1])
+        encoded = base64.b64encode(script.encode()).decode()
+        commands[:] = [c.replace("{RECON}", encoded) for c in commands]
+        model = OpenAIChatModel(base_url=server.base_url, api_key=UPSTREAM_KEY)
+        try:
+            traj = await rollout(
+                _task(tmp_path), model, agent="mini-swe-agent", backend="docker", limits=limits
+            )
+        finally:
+            await model.aclose()
+    return traj, server
+
+
+async def test_an_agent_that_steals_the_token_is_budgeted_recorded_and_finds_no_secret(
+    tmp_path: Path,
+) -> None:
+    """Turn 1 writes the answer, probes the harness install and the whole filesystem for the
+    real key and the model's address, then calls the gateway twice itself with the token from
+    the harness's config: those calls use up the budget (max_turns=3), are on the
+    trajectory, and the harness's next call is refused; the episode is graded as it stands."""
+    commands = ["echo ok > answer.txt && echo {RECON} | base64 -d > /tmp/r.py && python3 /tmp/r.py"]
+    traj, server = await _episode(tmp_path, commands, Limits(max_turns=3))
+    assert traj.error is None, traj.error
+    assert len(server.requests) == len(traj.turns) == 3  # 1 by the harness + 2 direct
+    assert traj.stop_reason == "max_turns"
+    assert traj.harness is not None and traj.harness.stopped == "budget"
+    direct = json.loads(server.requests[1]["messages"][0]["content"][len("direct ") :])
+    assert direct["uid"] != 0
+    assert direct["harness_writable"] == [], direct
+    assert direct["secrets"] == [], direct
+    assert traj.reward == 1.0  # the hidden verifier's verdict on the final state
+
+
+async def test_killing_the_harness_supervisor_ends_the_episode_without_waiting_out_the_clock(
+    tmp_path: Path,
+) -> None:
+    """The agent kills the relay that supervises its harness (same user): no status is ever
+    written. The episode must see the supervisor gone (a crash), not wait for wall time."""
+    kill = "echo ok > answer.txt; kill -9 $(cut -d' ' -f1 /tmp/.agentenv-harness-*/pid)"
+    traj, _ = await _episode(tmp_path, [kill], Limits(max_turns=5, wall_time_s=120))
+    assert traj.error is None, traj.error
+    assert traj.harness is not None
+    assert traj.harness.stopped == "crashed", traj.harness
+    assert traj.stop_reason != "wall_time"
+    assert traj.reward == 1.0  # graded as it stands
+
+
+async def test_a_binary_flood_into_the_harness_log_stops_it_and_the_episode_is_graded(
+    tmp_path: Path,
+) -> None:
+    """The agent writes megabytes of random bytes into the harness's own stdout (its pipe,
+    through /proc) and makes its own log file a huge sparse file: the harness is stopped for
+    flooding, the log on the trajectory is capped text, the verdict is the verifier's."""
+    flood = (
+        "echo ok > answer.txt; truncate -s 50G ~/.agentenv-mini/trajectory.json; "
+        "head -c 8000000 /dev/urandom > /proc/$(cut -d' ' -f2 /tmp/.agentenv-harness-*/pid)/fd/1"
+    )
+    traj, _ = await _episode(tmp_path, [flood], Limits(max_turns=5, wall_time_s=300))
+    assert traj.error is None, traj.error
+    assert traj.harness is not None and traj.harness.stopped == "output_flood", traj.harness
+    assert len(traj.harness.log.encode()) <= 4 * (64 << 10)
+    json.loads(traj.model_dump_json())  # the trajectory still serialises
+    assert traj.reward == 1.0
