@@ -188,7 +188,21 @@ class ChatDialect:
 
     def error(self, status: int, message: str) -> dict[str, Any]:
         """OpenAI's error shape."""
-        return {"error": {"message": message, "type": openai_error_type(status), "code": None}}
+        return openai_error(status, message)
+
+
+def openai_error(status: int, message: str) -> dict[str, Any]:
+    """OpenAI's error body; a context overflow carries the code clients look for
+    (Codex's ``context_length_exceeded``)."""
+    code = "context_length_exceeded" if message.startswith("context_length_exceeded") else None
+    return {
+        "error": {
+            "message": message,
+            "type": openai_error_type(status),
+            "code": code,
+            "param": None,
+        }
+    }
 
 
 def openai_error_type(status: int) -> str:
@@ -205,4 +219,11 @@ def openai_error_type(status: int) -> str:
 
 DIALECT = ChatDialect()
 
-__all__ = ["DIALECT", "ChatDialect", "finish_reason", "openai_error_type", "parse_message"]
+__all__ = [
+    "DIALECT",
+    "ChatDialect",
+    "finish_reason",
+    "openai_error",
+    "openai_error_type",
+    "parse_message",
+]

@@ -16,6 +16,8 @@ from agentenv.model.types import Completion
 # name -> the module holding its ``DIALECT``; imported on first use
 _MODULES = {
     "chat": "agentenv.gateway.chat",
+    "anthropic": "agentenv.gateway.anthropic",
+    "responses": "agentenv.gateway.responses",
 }
 
 

@@ -5,6 +5,7 @@ into a :class:`Response`."""
 
 from __future__ import annotations
 
+import errno
 import json
 import socket
 from collections.abc import Awaitable, Callable
@@ -19,7 +20,12 @@ from agentenv.log import get_logger
 
 log = get_logger(__name__)
 
-MAX_BODY = 64 << 20  # a harness's whole conversation; more is a broken client
+MAX_BODY = 16 << 20  # a harness's whole conversation; more is a broken client (or an attack)
+# Open connections per gateway: past it, new ones wait in the kernel's backlog (no fd of
+# ours), so a flood from the sandbox cannot take the job's file descriptors. Harnesses keep
+# a few pooled connections.
+MAX_CONNECTIONS = 64
+_SHORT_OF = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
 READ_SIZE = 1 << 16
 
 
@@ -88,20 +94,48 @@ class _TooLarge(Exception):
 
 async def serve_unix(sock: socket.socket, handler: Handler, refuse: Overflow) -> None:
     """Accept connections on the listening Unix socket ``sock`` and serve each in its own
-    task, until cancelled. (anyio's own Unix listener and Unix streams can set a reader's
-    future twice when cancelled as the peer closes: an ``InvalidStateError`` in the loop;
-    this waits for readability, which is safe, and streams over the loop's transports.)"""
+    task (at most :data:`MAX_CONNECTIONS` at once), until cancelled. (anyio's own Unix
+    listener and Unix streams can set a reader's future twice when cancelled as the peer
+    closes: an ``InvalidStateError`` in the loop; this waits for readability, which is
+    safe, and streams over the loop's transports.)"""
     sock.setblocking(False)
+    slots = anyio.Semaphore(MAX_CONNECTIONS)
+
+    async def serve(stream: ByteStream) -> None:
+        try:
+            await serve_connection(stream, handler, refuse)
+        finally:
+            slots.release()
+
     async with anyio.create_task_group() as tg:
         while True:
-            await anyio.wait_readable(sock)
+            await slots.acquire()
             try:
-                client, _ = sock.accept()
-            except (BlockingIOError, InterruptedError):
-                continue
-            client.setblocking(False)
-            stream = await SocketStream.from_socket(client)
-            tg.start_soon(serve_connection, stream, handler, refuse)
+                client = await _accept(sock)
+                stream = await SocketStream.from_socket(client)
+            except BaseException:
+                slots.release()
+                raise
+            tg.start_soon(serve, stream)
+
+
+async def _accept(sock: socket.socket) -> socket.socket:
+    """The next connection; out of descriptors or memory, wait and try again (the
+    connection waits in the backlog) rather than end the gateway."""
+    while True:
+        await anyio.wait_readable(sock)
+        try:
+            client, _ = sock.accept()
+        except (BlockingIOError, InterruptedError):
+            continue
+        except OSError as e:
+            if e.errno not in _SHORT_OF:
+                raise
+            log.warning(f"the gateway cannot accept a connection now: {e}")
+            await anyio.sleep(0.1)
+            continue
+        client.setblocking(False)
+        return client
 
 
 async def _read(conn: h11.Connection, stream: ByteStream) -> Request | None:

@@ -54,9 +54,11 @@ class Gateway:
         pause: bool = True,
         on_event: EventCallback | None = None,
         policy_version: int | str | None = None,
+        token: str | None = None,
     ):
         self.socket_path = socket_path  # listening Unix socket (mode 0666; its folder 0755)
-        self.token = secrets.token_urlsafe(32)  # the episode's secret, never a real key
+        # the episode's secret, never a real key; given: a resumed episode's harness has it
+        self.token = token or secrets.token_urlsafe(32)
         self.stopped = anyio.Event()  # the session ended: a budget, the context, or an error
         self.stop_reason: StopReason | None = None
         self.error: Exception | None = None  # the endpoint (or the sandbox) failed for good
@@ -73,7 +75,15 @@ class Gateway:
         self._answered: float | None = None  # when the last answer went out
         self._frozen = 0  # calls in flight holding the sandbox frozen
         self._freeze_lock = anyio.Lock()
+        self._in_flight = 0  # calls admitted and not yet recorded
+        # With a token or dollar budget, calls go one at a time, so that each check sees
+        # the spend of the calls before it (calls at once would all pass the same check)
+        self._serial = limits.max_output_tokens is not None or limits.max_cost_usd is not None
+        self._spend_lock = anyio.Lock()
         self._replay = Replay()
+        for m in trajectory.messages:  # a resumed episode: its turns so far come back too
+            if m.get("role") == "assistant":
+                self._replay.remember(m)
         self._dialects: dict[str, Dialect] = {}
         for name in dialect_names():
             d = dialect(name)
@@ -185,20 +195,38 @@ class Gateway:
             "last_id": self.model_name,
         }
 
+    def _over_budget(self, now: float) -> StopReason | None:
+        # calls in flight count as turns: a harness (or an agent holding the token) firing
+        # calls at once must not get past max_turns
+        if len(self._trajectory.turns) + self._in_flight >= self._limits.max_turns:
+            return "max_turns"
+        return limit_reached(self._trajectory, self._limits, now - self._started)
+
     async def _call(self, d: Dialect, call: Call) -> Response:
-        arrived = time.monotonic()
         if self.error is not None:
             return Response(
                 503, d.error(503, f"the model endpoint failed; the episode is over: {self.error}")
             )
-        reason = self.stop_reason or limit_reached(
-            self._trajectory, self._limits, arrived - self._started
-        )
+        if not self._serial:
+            return await self._admitted(d, call)
+        async with self._spend_lock:
+            return await self._admitted(d, call)
+
+    async def _admitted(self, d: Dialect, call: Call) -> Response:
+        arrived = time.monotonic()
+        reason = self.stop_reason or self._over_budget(arrived)
         if reason is not None:
             self._stop(reason)
             return Response(
                 400, d.error(400, f"{reason}: the episode's budget is spent; stop here")
             )
+        self._in_flight += 1  # no await since the check: admitted atomically
+        try:
+            return await self._answer(d, call, arrived)
+        finally:
+            self._in_flight -= 1
+
+    async def _answer(self, d: Dialect, call: Call, arrived: float) -> Response:
         self._charge_tools(arrived)
         messages = self._replay.restore(call.messages)
         try:
@@ -206,7 +234,12 @@ class Gateway:
         except ContextOverflow as e:
             self._stop("context_length")
             return Response(
-                400, d.error(400, f"context_length_exceeded: the conversation is too long: {e}")
+                400,
+                d.error(
+                    400,
+                    "context_length_exceeded: prompt is too long for the model's context window: "
+                    f"{e}",
+                ),
             )
         except EndpointUnavailable as e:
             self._fail(e)
@@ -299,10 +332,15 @@ async def open_gateway(
     pause: bool = True,
     on_event: EventCallback | None = None,
     policy_version: int | str | None = None,
+    token: str | None = None,
 ) -> AsyncIterator[Gateway]:
     """Listen on ``socket_dir/gateway.sock`` for one episode's harness; closed (and calls
     in flight cancelled, the sandbox thawed) on exit. ``trajectory`` is where its turns
-    go; ``sandbox`` is frozen for each call when ``pause``."""
+    go (a resumed episode's too: its assistant turns are replayed as they were);
+    ``sandbox`` is frozen for each call when ``pause``, through its ``pause``/``resume``.
+    ``token`` is the harness's secret (default: a new random one; a resumed episode passes
+    the one its running harness holds). A call in flight when it closes is cancelled: no
+    turn recorded, its connection closed without an answer."""
     socket_dir.mkdir(parents=True, exist_ok=True)
     os.chmod(socket_dir, 0o755)
     path = socket_dir / SOCKET_NAME
@@ -321,6 +359,7 @@ async def open_gateway(
         pause=pause,
         on_event=on_event,
         policy_version=policy_version,
+        token=token,
     )
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.bind(str(path))

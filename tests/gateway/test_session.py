@@ -123,3 +123,27 @@ async def test_calls_at_once_are_all_answered_and_recorded(socket_dir: Path) -> 
             await client.close()
     assert answers == {i: f"call {i}" for i in range(6)}
     assert gateway.calls == 6 and len(gateway._trajectory.turns) == 6
+
+
+@pytest.mark.parametrize("limits", [Limits(max_turns=2), Limits(max_output_tokens=1)])
+async def test_calls_at_once_do_not_get_past_a_budget(socket_dir: Path, limits: Limits) -> None:
+    allowed = limits.max_turns if limits.max_output_tokens is None else 1
+    outcomes: list[str] = []
+    with K3Server(TWO_TURNS, ttft_s=0.2) as server:
+        async with gateway_on(server, socket_dir, limits=limits) as gateway:
+            client = openai_client(gateway)
+
+            async def ask() -> None:
+                try:
+                    await client.chat.completions.create(model="kimi-k3", messages=HELLO)
+                    outcomes.append("answered")
+                except openai.BadRequestError as e:
+                    assert "budget is spent" in str(e)
+                    outcomes.append("refused")
+
+            async with anyio.create_task_group() as tg:
+                for _ in range(8):
+                    tg.start_soon(ask)
+            await client.close()
+    assert outcomes.count("answered") == allowed == len(server.requests)
+    assert len(gateway._trajectory.turns) == allowed and gateway.stopped.is_set()
