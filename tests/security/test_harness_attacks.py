@@ -15,7 +15,6 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 
 from agentenv.agent.loop import new_trajectory
@@ -35,11 +34,12 @@ AGENT_USER = "1000:1000"  # the agent's commands: an unprivileged user, as in an
 # The agent's client, run with python3 in the sandbox: raw HTTP/1.1 on the gateway's socket.
 CLIENT = r"""
 import json, os, socket, sys, threading
-SOCK = %r
+SOCK = "@SOCK@"
 TOKEN = os.environ["TOKEN"]
 
 def call(text, results, i):
-    body = json.dumps({"model": "kimi-k3", "messages": [{"role": "user", "content": text}]}).encode()
+    message = {"role": "user", "content": text}
+    body = json.dumps({"model": "kimi-k3", "messages": [message]}).encode()
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.connect(SOCK)
     s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nhost: g\r\ncontent-type: application/json\r\n"
@@ -52,7 +52,7 @@ def call(text, results, i):
             break
         data += chunk
     results[i] = data.split(b" ", 2)[1].decode() if data else "none"
-""" % (SOCK,)
+""".replace("@SOCK@", SOCK)
 
 
 @pytest.fixture
@@ -138,7 +138,7 @@ async def test_a_wrong_token_is_refused_and_not_recorded(socket_dir: Path, box: 
 
 FLOODS = r"""
 import os, socket, time
-SOCK = %r
+SOCK = "@SOCK@"
 TOKEN = os.environ["TOKEN"]
 def conn():
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM); s.connect(SOCK); return s
@@ -166,7 +166,7 @@ s = conn()
 s.sendall(b"GET /v1/models HTTP/1.1\r\n")
 try:
     for i in range(100000):
-        s.sendall(b"x-pad-%%d: %%s\r\n" %% (i, b"y" * 100))
+        s.sendall(b"x-pad-%d: %s\r\n" % (i, b"y" * 100))
 except OSError:
     pass
 out["endless_headers"] = status(s)
@@ -194,7 +194,7 @@ for i in range(20):
 for s in slow:
     s.close()
 print(repr(out))
-""" % (SOCK,)
+""".replace("@SOCK@", SOCK)
 
 
 async def test_floods_and_malformed_http_leave_the_gateway_answering(
@@ -218,7 +218,7 @@ async def test_floods_and_malformed_http_leave_the_gateway_answering(
 
 HOLD = r"""
 import os, socket, sys, time
-SOCK = %r
+SOCK = "@SOCK@"
 held = []
 for _ in range(int(sys.argv[1])):
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -229,7 +229,7 @@ for _ in range(int(sys.argv[1])):
     held.append(s)
 time.sleep(3)  # the gateway accepts what it will meanwhile
 print(len(held))
-""" % (SOCK,)
+""".replace("@SOCK@", SOCK)
 
 
 @pytest.fixture
@@ -397,21 +397,22 @@ def attacker(commands: list[str]) -> Any:
     return script
 
 
-def _task(root: Path) -> Any:
+FILE_CHECK = '[verifier]\nkind = "file"\npath = "answer.txt"\nequals = "ok"\n'
+
+
+def _task(root: Path, toml: str = FILE_CHECK) -> Any:
     from agentenv.tasks import load_task
 
     folder = root / "answer"
     (folder / "workspace").mkdir(parents=True)
     (folder / "workspace" / "README").write_text("write ok into answer.txt\n")
     (folder / "instruction.md").write_text("Write ok into answer.txt.\n")
-    (folder / "task.toml").write_text(
-        '[verifier]\nkind = "file"\npath = "answer.txt"\nequals = "ok"\n'
-    )
+    (folder / "task.toml").write_text(toml)
     return load_task(folder)
 
 
 async def _episode(
-    tmp_path: Path, commands: list[str], limits: Limits
+    tmp_path: Path, commands: list[str], limits: Limits, toml: str = FILE_CHECK
 ) -> tuple[Trajectory, K3Server]:
     import base64
 
@@ -426,7 +427,11 @@ async def _episode(
         model = OpenAIChatModel(base_url=server.base_url, api_key=UPSTREAM_KEY)
         try:
             traj = await rollout(
-                _task(tmp_path), model, agent="mini-swe-agent", backend="docker", limits=limits
+                _task(tmp_path, toml),
+                model,
+                agent="mini-swe-agent",
+                backend="docker",
+                limits=limits,
             )
         finally:
             await model.aclose()
@@ -483,3 +488,24 @@ async def test_a_binary_flood_into_the_harness_log_stops_it_and_the_episode_is_g
     assert len(traj.harness.log.encode()) <= 4 * (64 << 10)
     json.loads(traj.model_dump_json())  # the trajectory still serialises
     assert traj.reward == 1.0
+
+
+FINAL_STATE_CHECK = (
+    'verify_in = "final"\n[verifier]\nkind = "command"\n'
+    # passes on the task's own image with the answer written; any check of the system stands
+    # for the harness's layer here (Node from its apt packages, its tree under /opt, ...)
+    "command = 'test \"$(cat answer.txt)\" = ok && test ! -e /opt/agentenv-harness'\n"
+)
+
+
+async def test_a_final_state_verdict_comes_from_the_tasks_image_not_the_harnesss(
+    tmp_path: Path,
+) -> None:
+    """A task verified in its final state: the checker must be the task's own image with the
+    agent's changes, not a snapshot of the harness's image (whose layer the agent's sandbox
+    had and the task never asked for)."""
+    solve = "echo ok > answer.txt && echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
+    traj, _ = await _episode(tmp_path, [solve], Limits(max_turns=3), FINAL_STATE_CHECK)
+    assert traj.error is None, traj.error
+    assert traj.score is not None
+    assert traj.reward == 1.0, traj.score.checks
