@@ -509,3 +509,32 @@ async def test_a_final_state_verdict_comes_from_the_tasks_image_not_the_harnesss
     assert traj.error is None, traj.error
     assert traj.score is not None
     assert traj.reward == 1.0, traj.score.checks
+
+
+async def test_a_model_call_longer_than_the_harness_timeout_ends_the_episode_as_wall_time(
+    tmp_path: Path,
+) -> None:
+    """The agent asks for an answer that takes the model longer than the episode's wall time
+    (a huge output decodes for minutes): the sandbox is frozen the whole time, so the
+    harness's timeout fires while frozen. Stopping it must wait for the thaw or cut the call,
+    and the episode ends as wall_time and is graded; it must not fail with the sandbox
+    paused."""
+    from agentenv.model import OpenAIChatModel
+    from agentenv.rl.rollout import rollout
+
+    with K3Server(attacker(["echo ok > answer.txt"]), ttft_s=90) as server:
+        model = OpenAIChatModel(base_url=server.base_url, api_key=UPSTREAM_KEY)
+        try:
+            traj = await rollout(
+                _task(tmp_path),
+                model,
+                agent="mini-swe-agent",
+                backend="docker",
+                limits=Limits(max_turns=5, wall_time_s=10),
+            )
+        finally:
+            await model.aclose()
+    assert traj.error is None, traj.error
+    assert traj.stop_reason == "wall_time"
+    assert traj.harness is not None and traj.harness.stopped == "timeout"
+    assert traj.score is not None and traj.reward == 0.0  # graded as it stands: nothing done
