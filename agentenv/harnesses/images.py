@@ -4,6 +4,7 @@ context label). Docker and Podman; other backends are refused by name."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 
@@ -61,3 +62,22 @@ async def build(backend: str, tag: str, dockerfile: Path, *, timeout_s: float | 
         raise HarnessInstallError(
             f"installing a harness needs the docker or podman backend, not {backend!r}"
         )
+
+
+async def remove_image(backend: str, image: str) -> None:
+    """Remove a harness image (one built on a snapshot keeps the snapshot from going); an
+    image already gone, or still used by a container, is left as it is."""
+    if backend == "docker":
+        import docker.errors
+
+        from agentenv.sandbox.docker.engine import get_engine
+
+        engine = await get_engine()
+        with contextlib.suppress(docker.errors.APIError):
+            await engine.run(engine.api.remove_image, image)
+    elif backend == "podman":
+        from agentenv.sandbox.errors import SandboxError
+        from agentenv.sandbox.podman.cli import podman
+
+        with contextlib.suppress(SandboxError):
+            await podman("rmi", image)

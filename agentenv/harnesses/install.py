@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import importlib.util
 import json
 import shlex
+import shutil
+import sys
 import time
 from pathlib import Path
 
@@ -31,6 +34,26 @@ HARNESS_LABEL = "agentenv.harness"
 DEFAULT_BUILD_TIMEOUT_S = 1200.0
 
 _locks: dict[tuple[int, str], anyio.Lock] = {}
+
+
+def check_host(harness: Harness, *, backend: str) -> None:
+    """Fail fast, before any episode and without building: :class:`HarnessInstallError`
+    naming the command that provides what installing ``harness`` needs on this host (npm,
+    pip) or the backend it needs (docker or podman)."""
+    if backend not in ("docker", "podman"):
+        raise HarnessInstallError(
+            f"installing a harness needs the docker or podman backend, not {backend!r}"
+        )
+    if harness.npm and shutil.which("npm") is None:
+        raise HarnessInstallError(
+            f"harness {harness.name!r} is installed with npm, which this host lacks: "
+            "`apt-get install npm` (or install Node.js from nodejs.org)"
+        )
+    if harness.pip and importlib.util.find_spec("pip") is None:
+        raise HarnessInstallError(
+            f"harness {harness.name!r} is installed with pip, which {sys.executable} lacks: "
+            f"`{sys.executable} -m ensurepip`"
+        )
 
 
 def harness_digest(harness: Harness, image_id: str) -> str:

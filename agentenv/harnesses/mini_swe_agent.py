@@ -25,7 +25,7 @@ class MiniSweAgent(Harness):
         commands, which inherit the environment, see no PYTHONPATH of ours)."""
         state = f"{home}/.agentenv-mini"
         config = {  # JSON is YAML: no YAML writer needed
-            "agent": {"step_limit": 0, "cost_limit": 0, "output_path": f"{state}/trajectory.json"},
+            "agent": {"step_limit": 0, "cost_limit": 0},
             "environment": {"cwd": workdir, "timeout": 600},
             "model": {
                 "model_name": f"openai/{model}",
@@ -42,7 +42,7 @@ class MiniSweAgent(Harness):
             "python3", "-I", "-c", start, f"{self.home}/lib",
             "--agent-class", "default",
             "-c", f"{self.home}/lib/minisweagent/config/mini.yaml", "-c", f"{state}/agentenv.yaml",
-            "-t", instruction,
+            "-o", f"{state}/trajectory.json", "-t", instruction,
         ]  # fmt: skip
         env = {
             "MSWEA_CONFIGURED": "true",  # no first-run setup prompt

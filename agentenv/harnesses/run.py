@@ -24,7 +24,7 @@ from agentenv.agent.trajectory import HarnessRun, HarnessStop
 from agentenv.harnesses.base import Harness, Launch
 from agentenv.log import get_logger
 from agentenv.sandbox.errors import SandboxPaused
-from agentenv.sandbox.protocol import Sandbox
+from agentenv.sandbox.protocol import ExecResult, Sandbox
 from agentenv.sandbox.spec import GATEWAY_MOUNT
 
 log = get_logger(__name__)
@@ -54,7 +54,7 @@ class HarnessProcess(BaseModel):
     model_s_at_start: float = 0.0  # the gateway's model time then
 
 
-async def _exec(sandbox: Sandbox, argv: list[str], **kw: Any) -> Any:
+async def _exec(sandbox: Sandbox, argv: list[str], **kw: Any) -> ExecResult:
     """``sandbox.exec``, waiting out a freeze of the gateway's (a model call in flight)."""
     for _ in range(600):
         try:
@@ -127,13 +127,22 @@ async def start_harness(
 
 async def _stop(sandbox: Sandbox, process: HarnessProcess) -> None:
     """Kill the harness's process group (through its supervisor, which writes the status)."""
-    script = 'read -r sup child < "$0/pid" 2>/dev/null && kill -TERM "$sup" 2>/dev/null; true'
+    # the group too: it outlives a supervisor the agent killed
+    script = (
+        'read -r sup child < "$0/pid" 2>/dev/null && '
+        '{ kill -TERM "$sup"; kill -KILL "-$child"; } 2>/dev/null; true'
+    )
     await _exec(sandbox, ["sh", "-c", script, process.state], timeout=30)
 
 
 async def _wait(sandbox: Sandbox, state: str, timeout_s: float | None) -> bool:
-    """Whether the harness ended (its status written) within ``timeout_s``."""
-    script = 'while [ ! -e "$0/status" ]; do sleep 0.2; done'
+    """Whether the harness ended (its status written, or its supervisor gone: killed by the
+    agent, it writes none) within ``timeout_s``."""
+    script = (
+        'while [ ! -e "$0/status" ]; do '
+        'if [ -s "$0/pid" ]; then read -r sup child < "$0/pid"; '
+        'kill -0 "$sup" 2>/dev/null || exit 3; fi; sleep 0.2; done'
+    )
     result = await _exec(sandbox, ["sh", "-c", script, state], timeout=timeout_s)
     return not result.timed_out
 
@@ -163,6 +172,7 @@ async def join_harness(
             stopped = stopped or "timeout"
             await _stop(sandbox, process)
             await _wait(sandbox, process.state, 60)
+        await _stop(sandbox, process)  # whatever of its group is left (supervisor killed)
         group.cancel_scope.cancel()
     wall_s = time.time() - process.started
     return await _collect(sandbox, process, gateway, stopped, wall_s, log_tail_bytes)
