@@ -538,3 +538,25 @@ async def test_a_model_call_longer_than_the_harness_timeout_ends_the_episode_as_
     assert traj.stop_reason == "wall_time"
     assert traj.harness is not None and traj.harness.stopped == "timeout"
     assert traj.score is not None and traj.reward == 0.0  # graded as it stands: nothing done
+
+
+async def test_a_daemon_holding_the_harness_output_open_does_not_keep_the_episode_running(
+    tmp_path: Path,
+) -> None:
+    """The agent leaves a process of its own session (outside the harness's group) holding
+    the harness's stdout pipe open, then lets the harness submit and exit: the episode must end
+    when the harness does (not wait for end-of-file on the pipe until the wall time), and the
+    verdict is the verifier's on the state taken with the sandbox frozen."""
+    hold = (
+        "echo ok > answer.txt; "
+        "child=$(cut -d' ' -f2 /tmp/.agentenv-harness-*/pid); "
+        'setsid sh -c "exec 3>/proc/$child/fd/1; while :; do date > ticks; sleep 0.1; done" '
+        "</dev/null >/dev/null 2>&1 & "
+        "sleep 1; echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
+    )
+    traj, _ = await _episode(tmp_path, [hold], Limits(max_turns=5, wall_time_s=120))
+    assert traj.error is None, traj.error
+    assert traj.harness is not None
+    assert traj.harness.stopped is None and traj.harness.exit_code == 0, traj.harness
+    assert traj.stop_reason == "harness_exited"
+    assert traj.reward == 1.0
