@@ -7,13 +7,18 @@ second call finds it and returns at once."""
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import hashlib
 import importlib.util
 import json
+import os
 import shlex
 import shutil
 import sys
+import tempfile
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import anyio
@@ -76,6 +81,25 @@ def _lock(tag: str) -> anyio.Lock:
     return _locks.setdefault(key, anyio.Lock())
 
 
+@asynccontextmanager
+async def _host_lock(tag: str) -> AsyncIterator[None]:
+    """Held while ``tag`` is built, by one process of this host at a time (CI warms the
+    images while tests ask for them: the second waits, then finds the first's image)."""
+    name = hashlib.sha256(tag.encode()).hexdigest()[:16]
+    path = Path(tempfile.gettempdir()) / f".agentenv-harness-build-{name}.lock"
+    fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
+    try:
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                await anyio.sleep(0.5)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
 async def harness_image(
     image: str,
     harness: Harness,
@@ -94,7 +118,7 @@ async def harness_image(
     image_id, user, _ = info
     digest = harness_digest(harness, image_id)
     tag = f"agentenv/harness-{harness.name}:{digest}"
-    async with _lock(tag):
+    async with _lock(tag), _host_lock(tag):
         found = await image_info(backend, tag)
         if found is not None and found[2].get(DIGEST_LABEL) == digest:
             return tag

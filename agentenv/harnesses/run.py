@@ -32,6 +32,17 @@ log = get_logger(__name__)
 FORWARD = (Path(__file__).parent.parent / "guest" / "forward.py").read_text()
 LOG_TAIL_BYTES = 64 << 10  # of each log, kept on the trajectory
 CRASH_CODES = (126, 127)  # the shell's "cannot execute" and "not found"
+FREEZE_WAIT_S = 3600.0  # how long a command waits for the gateway to thaw the sandbox
+# Waits for the status in steps of at most 5 s of the sandbox's own time (exit 4: not yet;
+# 3: its supervisor is gone, killed by the agent: no status will come). Run with no exec
+# timeout: a freeze of the gateway's in the middle just makes the step longer, where an exec
+# timeout would fire on the host while the executor is frozen and cannot answer.
+_WAIT = (
+    'i=0; while [ ! -e "$0/status" ]; do '
+    'if [ -s "$0/pid" ]; then read -r sup child < "$0/pid"; '
+    'kill -0 "$sup" 2>/dev/null || exit 3; fi; '
+    'i=$((i+1)); [ "$i" -ge 25 ] && exit 4; sleep 0.2; done'
+)
 
 
 class GatewayLike(Protocol):
@@ -55,8 +66,9 @@ class HarnessProcess(BaseModel):
 
 
 async def _exec(sandbox: Sandbox, argv: list[str], **kw: Any) -> ExecResult:
-    """``sandbox.exec``, waiting out a freeze of the gateway's (a model call in flight)."""
-    for _ in range(600):
+    """``sandbox.exec``, waiting out a freeze of the gateway's (a model call in flight, bounded
+    by the model client's own timeout)."""
+    for _ in range(int(FREEZE_WAIT_S / 0.1)):
         try:
             return await sandbox.exec(argv, **kw)
         except SandboxPaused:
@@ -132,19 +144,19 @@ async def _stop(sandbox: Sandbox, process: HarnessProcess) -> None:
         'read -r sup child < "$0/pid" 2>/dev/null && '
         '{ kill -TERM "$sup"; kill -KILL "-$child"; } 2>/dev/null; true'
     )
-    await _exec(sandbox, ["sh", "-c", script, process.state], timeout=30)
+    await _exec(sandbox, ["sh", "-c", script, process.state], timeout=None)
 
 
 async def _wait(sandbox: Sandbox, state: str, timeout_s: float | None) -> bool:
-    """Whether the harness ended (its status written, or its supervisor gone: killed by the
-    agent, it writes none) within ``timeout_s``."""
-    script = (
-        'while [ ! -e "$0/status" ]; do '
-        'if [ -s "$0/pid" ]; then read -r sup child < "$0/pid"; '
-        'kill -0 "$sup" 2>/dev/null || exit 3; fi; sleep 0.2; done'
-    )
-    result = await _exec(sandbox, ["sh", "-c", script, state], timeout=timeout_s)
-    return not result.timed_out
+    """Whether the harness ended (its status written, or its supervisor gone) within
+    ``timeout_s`` of the host's clock (a step in flight when it passes is let finish)."""
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    while True:
+        result = await _exec(sandbox, ["sh", "-c", _WAIT, state], timeout=None)
+        if result.exit_code != 4:
+            return True
+        if deadline is not None and time.monotonic() >= deadline:
+            return False
 
 
 async def join_harness(
@@ -219,7 +231,9 @@ async def _collect(
         exit_code = 128 + int(status["signal"])  # as a shell reports a signal's death
     output = await _read_tail(sandbox, f"{process.state}/log", limit)
     own = await _own_logs(sandbox, process.logs, limit)
-    text = "\n".join(p for p in (str(status.get("error") or ""), output, own and f"\n{own}") if p)
+    # its own logs first: the tail kept is its output and why it ended, the most telling
+    parts = (own, output and f"==> output <==\n{output}", str(status.get("error") or ""))
+    text = "\n".join(p for p in parts if p)
     model_s = max(0.0, gateway.model_s - process.model_s_at_start)
     return HarnessRun(
         name=process.name,

@@ -81,9 +81,10 @@ async def episode(
     *,
     limits: Limits | None = None,
     user: str = AGENT_USER,
+    **server: Any,
 ) -> AsyncIterator[tuple[Sandbox, Gateway, Trajectory, K3Server]]:
     """A sandbox of ``image`` reaching a gateway in front of a K3 server playing
-    ``script``, frozen for each model call."""
+    ``script`` (``server``: more of K3Server's settings), frozen for each model call."""
     spec = SandboxSpec(
         image=image,
         backend="docker",
@@ -92,9 +93,9 @@ async def episode(
         gateway_dir=socket_dir,
         memory="1g",
     )
-    with K3Server(script) as server:
+    with K3Server(script, **server) as k3:
         model = OpenAIChatModel(
-            base_url=server.base_url,
+            base_url=k3.base_url,
             api_key=UPSTREAM_KEY,
             max_attempts=2,
             backoff_initial_s=0.01,
@@ -108,7 +109,7 @@ async def episode(
                     model, trajectory, socket_dir=socket_dir, sandbox=box, limits=limits or Limits()
                 ) as gateway,
             ):
-                yield box, gateway, trajectory, server
+                yield box, gateway, trajectory, k3
         finally:
             await model.aclose()
 

@@ -100,3 +100,16 @@ async def test_a_killed_supervisor_ends_the_run_and_its_group(socket_dir: Path) 
     assert run.stopped == "crashed"  # not "timeout": it did not wait out the clock
     assert "left no status" in run.log
     assert left.stdout.strip() == "0"
+
+
+async def test_a_timeout_passing_while_a_model_call_holds_the_sandbox_frozen(
+    socket_dir: Path,
+) -> None:
+    # the call takes 20 s, frozen; the harness's 2 s run out meanwhile: the episode ends as a
+    # timeout once the call is answered, and nothing is raised (an exec timeout of 2 s would
+    # have its host-side guard, 2 + 15 s, fire while the executor is frozen)
+    harness = scripted("python3", "-c", CALL_TWICE, "{base_url}", "{token}")
+    async with episode(BASE_IMAGE, ONE_TURN, socket_dir, ttft_s=20.0) as (box, gateway, traj, _):
+        run = await run_harness(box, harness, INSTRUCTION, gateway, timeout_s=2)
+    assert run.stopped == "timeout", run.log
+    assert traj.turns and traj.turns[0].paused_s > 0
