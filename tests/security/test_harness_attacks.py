@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from agentenv.agent.loop import new_trajectory
@@ -559,4 +560,22 @@ async def test_a_daemon_holding_the_harness_output_open_does_not_keep_the_episod
     assert traj.harness is not None
     assert traj.harness.stopped is None and traj.harness.exit_code == 0, traj.harness
     assert traj.stop_reason == "harness_exited"
+    assert traj.reward == 1.0
+
+
+async def test_a_fifo_in_place_of_the_harness_pid_file_does_not_hang_the_episode(
+    tmp_path: Path,
+) -> None:
+    """The harness's state folder is the agent user's: the agent swaps its pid file for a
+    FIFO (and its log for one), then submits. Whatever reads them must not block on them:
+    the episode ends and is graded (a hang here is the job's, not the episode's)."""
+    swap = (
+        "echo ok > answer.txt; cd /tmp/.agentenv-harness-* && "
+        "rm -f pid && mkfifo pid && ls -l pid >&2; cd - >/dev/null; "
+        "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
+    )
+    with anyio.fail_after(600):  # a guard against the hang under test, not a timing check
+        traj, _ = await _episode(tmp_path, [swap], Limits(max_turns=5, wall_time_s=120))
+    assert traj.error is None, traj.error
+    assert traj.harness is not None and traj.harness.stopped is None, traj.harness
     assert traj.reward == 1.0
