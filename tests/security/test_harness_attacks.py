@@ -491,22 +491,26 @@ async def test_a_binary_flood_into_the_harness_log_stops_it_and_the_episode_is_g
     assert traj.reward == 1.0
 
 
+MINI_YAML = "/opt/agentenv-harness/mini-swe-agent/lib/minisweagent/config/mini.yaml"
 FINAL_STATE_CHECK = (
     'verify_in = "final"\n[verifier]\nkind = "command"\n'
-    # passes on the task's own image with the answer written; any check of the system stands
-    # for the harness's layer here (Node from its apt packages, its tree under /opt, ...)
-    "command = 'test \"$(cat answer.txt)\" = ok && test ! -e /opt/agentenv-harness'\n"
+    'command = \'test "$(cat answer.txt)" = ok && test ! -e /opt/agentenv-harness/planted '
+    f"&& ! grep -q pwned {MINI_YAML}'\n"
 )
 
 
-async def test_a_final_state_verdict_comes_from_the_tasks_image_not_the_harnesss(
+async def test_a_final_state_verdict_holds_no_change_of_the_agents_to_the_harness(
     tmp_path: Path,
 ) -> None:
-    """A task verified in its final state: the checker must be the task's own image with the
-    agent's changes, not a snapshot of the harness's image (whose layer the agent's sandbox
-    had and the task never asked for)."""
-    solve = "echo ok > answer.txt && echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
-    traj, _ = await _episode(tmp_path, [solve], Limits(max_turns=3), FINAL_STATE_CHECK)
+    """A task verified in its final state: its checker is a snapshot of the agent's sandbox,
+    which with a harness holds the harness's layer (the lead's decision: as Harbor's installed
+    agents, documented in docs/gateway.md). What the agent must not do is change that layer
+    to reach the verdict: planting a file in it or editing its files fails (root's, 0755)."""
+    tamper = (
+        "echo ok > answer.txt; touch /opt/agentenv-harness/planted; "
+        f"echo pwned >> {MINI_YAML}; echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
+    )
+    traj, _ = await _episode(tmp_path, [tamper], Limits(max_turns=3), FINAL_STATE_CHECK)
     assert traj.error is None, traj.error
     assert traj.score is not None
     assert traj.reward == 1.0, traj.score.checks
