@@ -567,19 +567,22 @@ async def test_a_daemon_holding_the_harness_output_open_does_not_keep_the_episod
     assert traj.reward == 1.0
 
 
-async def test_a_fifo_in_place_of_the_harness_pid_file_does_not_hang_the_episode(
-    tmp_path: Path,
+@pytest.mark.parametrize(
+    "swap", ["mkfifo pid", "truncate -s 50G pid"], ids=["fifo", "sparse_50g_no_newline"]
+)
+async def test_a_pid_file_swapped_by_the_agent_does_not_hang_the_episode(
+    tmp_path: Path, swap: str
 ) -> None:
     """The harness's state folder is the agent user's: the agent swaps its pid file for a
-    FIFO (and its log for one), then submits. Whatever reads them must not block on them:
-    the episode ends and is graded (a hang here is the job's, not the episode's)."""
-    swap = (
-        "echo ok > answer.txt; cd /tmp/.agentenv-harness-* && "
-        "rm -f pid && mkfifo pid && ls -l pid >&2; cd - >/dev/null; "
-        "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
+    FIFO (opening it blocks) or a 50 GB sparse file with no newline (a shell's read takes it
+    a byte at a time), then submits. Whatever reads it must not block on it: the episode
+    ends and is graded (a hang here is the job's, not the episode's)."""
+    command = (
+        f"echo ok > answer.txt; cd /tmp/.agentenv-harness-* && rm -f pid && {swap}; "
+        "cd - >/dev/null; echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
     )
-    with anyio.fail_after(600):  # a guard against the hang under test, not a timing check
-        traj, _ = await _episode(tmp_path, [swap], Limits(max_turns=5, wall_time_s=120))
+    with anyio.fail_after(300):  # a guard against the hang under test, not a timing check
+        traj, _ = await _episode(tmp_path, [command], Limits(max_turns=5, wall_time_s=120))
     assert traj.error is None, traj.error
     assert traj.harness is not None and traj.harness.stopped is None, traj.harness
     assert traj.reward == 1.0
