@@ -541,7 +541,8 @@ async def test_a_model_call_longer_than_the_harness_timeout_ends_the_episode_as_
             await model.aclose()
     assert traj.error is None, traj.error
     assert traj.stop_reason == "wall_time"
-    assert traj.harness is not None and traj.harness.stopped == "timeout"
+    # stopped by its own clock, or by the gateway refusing its next call over the wall time
+    assert traj.harness is not None and traj.harness.stopped in ("timeout", "budget")
     assert traj.score is not None and traj.reward == 0.0  # graded as it stands: nothing done
 
 
