@@ -16,10 +16,12 @@ Shipped as text (``-c``), not installed: stdlib only, Python >= 3.6.
 
 import json
 import os
+import select
 import signal
 import socket
 import sys
 import threading
+import time
 
 CHUNK = 65536
 
@@ -81,18 +83,11 @@ def detach():
         os._exit(0)
 
 
-def run(state, port, path, max_log, argv):
-    """Listen, start ``argv``, watch its output, and return the status to write."""
-    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    listener.bind(("127.0.0.1", port))
-    listener.listen(64)
-    threading.Thread(target=serve, args=(listener, path), daemon=True).start()
+def spawn(argv, listener):
+    """Start ``argv`` in a process group of its own, its output into a pipe; returns the
+    child's pid and the pipe's read end."""
     read_end, write_end = os.pipe()
-    try:
-        child = os.fork()
-    except OSError as e:
-        return {"error": "cannot start: %s" % e}
+    child = os.fork()
     if child == 0:
         try:
             os.setpgid(0, 0)
@@ -105,37 +100,67 @@ def run(state, port, path, max_log, argv):
             os.write(2, ("cannot start %s: %s\n" % (argv[0], e)).encode())
         os._exit(127)
     os.close(write_end)
+    return child, read_end
 
-    def stop(signum, frame):
-        try:
-            os.killpg(child, signal.SIGKILL)
-        except OSError:
-            pass
 
-    signal.signal(signal.SIGTERM, stop)
-    write(os.path.join(state, "pid"), "%d %d\n" % (os.getpid(), child))
-    flood = False
-    written = 0
-    with open(os.path.join(state, "log"), "ab") as log:
-        while True:
-            try:
-                data = os.read(read_end, CHUNK)
-            except InterruptedError:
-                continue
-            if not data:
-                break
-            if written < max_log:
-                log.write(data[: max_log - written])
-                log.flush()
-            written += len(data)
-            if written > max_log and not flood:
-                flood = True
-                stop(None, None)
-    _, status = os.waitpid(child, 0)
-    try:  # what it left running in its group goes with it
+def kill_group(child):
+    """SIGKILL the child's process group (what is gone already is no error)."""
+    try:
         os.killpg(child, signal.SIGKILL)
     except OSError:
         pass
+
+
+def watch(child, read_end, log, max_log):
+    """Copy the child's output to ``log`` until it has exited and what it wrote is read
+    (not until the pipe's EOF: a process it left outside its group, a daemon, may hold the
+    pipe open for ever); past ``max_log`` bytes its group is killed. Returns its wait status
+    and whether it flooded."""
+    flood = False
+    written = 0
+    status = None
+    drain_until = 0.0
+    while True:
+        ready = select.select([read_end], [], [], 0.2)[0]
+        data = os.read(read_end, CHUNK) if ready else b""
+        if ready and not data:
+            break  # every writer is gone
+        if data and written < max_log:
+            log.write(data[: max_log - written])
+            log.flush()
+        written += len(data)
+        if written > max_log and not flood:
+            flood = True
+            kill_group(child)
+        if status is None:
+            pid, code = os.waitpid(child, os.WNOHANG)
+            if pid:
+                status = code
+                drain_until = time.time() + 1.0
+        if status is not None and (not ready or time.time() > drain_until):
+            break
+    if status is None:
+        _, status = os.waitpid(child, 0)
+    return status, flood
+
+
+def run(state, port, path, max_log, argv):
+    """Listen, start ``argv``, watch its output, and return the status to write."""
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("127.0.0.1", port))
+    listener.listen(64)
+    threading.Thread(target=serve, args=(listener, path), daemon=True).start()
+    try:
+        child, read_end = spawn(argv, listener)
+    except OSError as e:
+        return {"error": "cannot start: %s" % e}
+    # SIGTERM (the host stopping it): its group is killed, and the watch ends with a status
+    signal.signal(signal.SIGTERM, lambda signum, frame: kill_group(child))
+    write(os.path.join(state, "pid"), "%d %d\n" % (os.getpid(), child))
+    with open(os.path.join(state, "log"), "ab") as log:
+        status, flood = watch(child, read_end, log, max_log)
+    kill_group(child)  # what it left running in its group goes with it
     if os.WIFSIGNALED(status):
         return {"signal": os.WTERMSIG(status), "flood": flood}
     return {"exit_code": os.WEXITSTATUS(status), "flood": flood}

@@ -113,3 +113,15 @@ async def test_a_timeout_passing_while_a_model_call_holds_the_sandbox_frozen(
         run = await run_harness(box, harness, INSTRUCTION, gateway, timeout_s=2)
     assert run.stopped == "timeout", run.log
     assert traj.turns and traj.turns[0].paused_s > 0
+
+
+async def test_a_daemon_holding_its_output_open_does_not_keep_it_running(
+    socket_dir: Path,
+) -> None:
+    # the harness leaves a process outside its group holding its stdout, then exits 0
+    harness = scripted("sh", "-c", "setsid sleep 1004 & sleep 0.5; echo done; exit 0")
+    async with episode(BASE_IMAGE, ONE_TURN, socket_dir) as (box, gateway, _, _):
+        run = await run_harness(box, harness, INSTRUCTION, gateway, timeout_s=60)
+    assert run.stopped is None, run.log  # not "timeout": its end was seen when it exited
+    assert run.exit_code == 0
+    assert "done" in run.log
