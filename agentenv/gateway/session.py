@@ -250,6 +250,13 @@ class Gateway:
         except _SandboxFailed as e:
             self._fail(e.error)
             return Response(503, d.error(503, f"the sandbox failed: {e.error}"))
+        except _OutOfTime as e:
+            self.model_s += e.model_s
+            self._stop("wall_time")
+            return Response(
+                400,
+                d.error(400, "wall_time: the episode's time ran out during this call; stop here"),
+            )
         self._trajectory.messages = list(messages)
         turn = record_turn(
             self._trajectory,
@@ -270,15 +277,26 @@ class Gateway:
     async def _complete(
         self, messages: list[dict[str, Any]], call: Call
     ) -> tuple[Completion, float]:
-        """The model's answer with the sandbox frozen meanwhile, and the time it took."""
+        """The model's answer with the sandbox frozen meanwhile, and the time it took; cut
+        (:class:`_OutOfTime`) when the episode's wall time runs out first: a harness must
+        not act on an answer that came after its time, nor the sandbox stay frozen past it."""
         t0 = time.monotonic()
+        left = None
+        if self._limits.wall_time_s is not None:
+            left = max(0.0, self._limits.wall_time_s - (t0 - self._started))
         await self._freeze()
+        done = None
         try:
-            done = await self._model.complete(messages, call.tools or None, on_event=self._on_event)
+            with anyio.move_on_after(left):
+                done = await self._model.complete(
+                    messages, call.tools or None, on_event=self._on_event
+                )
         finally:
             thawed = await self._thaw()
         if thawed is not None:
             raise _SandboxFailed(thawed)
+        if done is None:
+            raise _OutOfTime(time.monotonic() - t0)
         return done, time.monotonic() - t0
 
     async def _freeze(self) -> None:
@@ -311,6 +329,14 @@ class Gateway:
                     self._fail(e)
                     return e
         return None
+
+
+class _OutOfTime(Exception):
+    """The episode's wall time ran out during a model call (``model_s`` into it)."""
+
+    def __init__(self, model_s: float):
+        super().__init__(f"out of time after {model_s:.1f} s")
+        self.model_s = model_s
 
 
 class _SandboxFailed(Exception):

@@ -8,8 +8,12 @@ behind that), then relays every connection to ``127.0.0.1:PORT`` to the Unix soc
 only so), and runs ``ARGV`` in a process group of its own with its output appended to
 ``STATE/log``. When ``ARGV`` ends, or its output passes ``MAX_LOG_BYTES`` (its group is then
 killed), writes ``STATE/status`` (JSON: exit_code, signal, flood, error) and exits.
-``STATE/pid`` holds the process group to kill to stop it early (SIGTERM to this program: the
-harness's group is killed and the status written).
+The command that starts it returns once the harness is started, printing ``SUPERVISOR CHILD``
+(this program's pid and the harness's process group): the host stops it early with SIGTERM
+to the first (the harness's group is killed and the status written) and SIGKILL to the
+second. The host never reads a file of STATE while the harness runs: the agent may replace
+any of them (a FIFO, a huge sparse file). ``STATE/pid`` holds the same two numbers, for
+people.
 
 Shipped as text (``-c``), not installed: stdlib only, Python >= 3.6.
 """
@@ -67,20 +71,39 @@ def serve(listener, path):
 
 
 def write(path, text):
-    """Write a file whole, atomically (a reader never sees half of it)."""
+    """Write a file whole, atomically (a reader never sees half of it); never opening what
+    the agent may have put in the way (a FIFO would block, a symlink lead elsewhere)."""
     tmp = path + ".tmp"
-    with open(tmp, "w") as f:
+    try:
+        os.unlink(tmp)
+    except OSError:
+        pass
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    with os.fdopen(fd, "w") as f:
         f.write(text)
     os.rename(tmp, path)
 
 
 def detach():
-    """Become a daemon: the starter returns at once and our session is our own."""
+    """Become a daemon (our session our own); the starter stays until the daemon reports
+    the pids (or gives up: end of file), prints them, and returns. Returns the report's
+    write end (not inherited by what is executed: os.pipe's ends never are)."""
+    report_r, report_w = os.pipe()
     if os.fork() > 0:
+        os.close(report_w)
+        data = b""
+        while len(data) < 64:
+            chunk = os.read(report_r, 64)
+            if not chunk:
+                break
+            data += chunk
+        os.write(1, data)
         os._exit(0)
+    os.close(report_r)
     os.setsid()
     if os.fork() > 0:
         os._exit(0)
+    return report_w
 
 
 def spawn(argv, listener):
@@ -144,8 +167,15 @@ def watch(child, read_end, log, max_log):
     return status, flood
 
 
-def run(state, port, path, max_log, argv):
-    """Listen, start ``argv``, watch its output, and return the status to write."""
+def close_report(report):
+    """Close the report's write end once (the starter then returns)."""
+    if report:
+        os.close(report.pop())
+
+
+def run(state, port, path, max_log, argv, report):
+    """Listen, start ``argv``, report the pids, watch its output, and return the status to
+    write."""
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listener.bind(("127.0.0.1", port))
@@ -157,7 +187,10 @@ def run(state, port, path, max_log, argv):
         return {"error": "cannot start: %s" % e}
     # SIGTERM (the host stopping it): its group is killed, and the watch ends with a status
     signal.signal(signal.SIGTERM, lambda signum, frame: kill_group(child))
-    write(os.path.join(state, "pid"), "%d %d\n" % (os.getpid(), child))
+    pids = "%d %d\n" % (os.getpid(), child)
+    os.write(report[0], pids.encode())
+    close_report(report)
+    write(os.path.join(state, "pid"), pids)
     with open(os.path.join(state, "log"), "ab") as log:
         status, flood = watch(child, read_end, log, max_log)
     kill_group(child)  # what it left running in its group goes with it
@@ -172,14 +205,15 @@ def main():
     split = args.index("--")
     state, port, path, max_log = args[:split]
     argv = args[split + 1 :]
-    detach()
+    report = [detach()]
     devnull = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(devnull, fd)
     try:
-        result = run(state, int(port), path, int(max_log), argv)
+        result = run(state, int(port), path, int(max_log), argv, report)
     except Exception as e:  # whatever it was, the host must hear of it
         result = {"error": "%s: %s" % (type(e).__name__, e)}
+    close_report(report)  # the starter ends (with no pids) if run failed before reporting
     write(os.path.join(state, "status"), json.dumps(result))
 
 

@@ -23,7 +23,7 @@ from pydantic import BaseModel
 from agentenv.agent.trajectory import HarnessRun, HarnessStop
 from agentenv.harnesses.base import Harness, Launch
 from agentenv.log import get_logger
-from agentenv.sandbox.errors import SandboxPaused
+from agentenv.sandbox.errors import SandboxClosed, SandboxError, SandboxPaused, SandboxUnavailable
 from agentenv.sandbox.protocol import ExecResult, Sandbox
 from agentenv.sandbox.spec import GATEWAY_MOUNT
 
@@ -33,14 +33,15 @@ FORWARD = (Path(__file__).parent.parent / "guest" / "forward.py").read_text()
 LOG_TAIL_BYTES = 64 << 10  # of each log, kept on the trajectory
 CRASH_CODES = (126, 127)  # the shell's "cannot execute" and "not found"
 FREEZE_WAIT_S = 3600.0  # how long a command waits for the gateway to thaw the sandbox
+CHECK_TIMEOUT_S = 30.0  # one check's: a wait step is 5 s of the sandbox's own time
 # Waits for the status in steps of at most 5 s of the sandbox's own time (exit 4: not yet;
-# 3: its supervisor is gone, killed by the agent: no status will come). Run with no exec
-# timeout: a freeze of the gateway's in the middle just makes the step longer, where an exec
-# timeout would fire on the host while the executor is frozen and cannot answer.
+# 3: its supervisor is gone, killed by the agent: no status will come). It reads no file of
+# the state folder, which the agent may have swapped for a FIFO or a huge file: the
+# supervisor's pid is the host's, from the start. A step that does not answer (the sandbox
+# frozen by the gateway meanwhile, or a binary the agent replaced) counts as "not yet".
 _WAIT = (
     'i=0; while [ ! -e "$0/status" ]; do '
-    'if [ -s "$0/pid" ]; then read -r sup child < "$0/pid"; '
-    'kill -0 "$sup" 2>/dev/null || exit 3; fi; '
+    'if [ -n "$1" ]; then kill -0 "$1" 2>/dev/null || exit 3; fi; '
     'i=$((i+1)); [ "$i" -ge 25 ] && exit 4; sleep 0.2; done'
 )
 
@@ -63,6 +64,8 @@ class HarnessProcess(BaseModel):
     logs: tuple[str, ...] = ()  # the harness's own log files or folders
     started: float  # time.time() at its start
     model_s_at_start: float = 0.0  # the gateway's model time then
+    supervisor: int | None = None  # the relay's pid in the sandbox (None: it did not start)
+    group: int | None = None  # the harness's process group
 
 
 async def _exec(sandbox: Sandbox, argv: list[str], **kw: Any) -> ExecResult:
@@ -74,6 +77,18 @@ async def _exec(sandbox: Sandbox, argv: list[str], **kw: Any) -> ExecResult:
         except SandboxPaused:
             await anyio.sleep(0.1)
     return await sandbox.exec(argv, **kw)
+
+
+async def _check(sandbox: Sandbox, argv: list[str]) -> ExecResult | None:
+    """A short command on the harness's state, bounded: ``None`` when it did not answer in
+    time (frozen meanwhile, or stuck on something of the agent's)."""
+    try:
+        return await _exec(sandbox, argv, timeout=CHECK_TIMEOUT_S)
+    except (SandboxClosed, SandboxUnavailable):
+        raise
+    except SandboxError as e:
+        log.info("harness.check.unanswered", error=str(e))
+        return None
 
 
 async def _home(sandbox: Sandbox, state: str) -> str:
@@ -121,11 +136,15 @@ async def start_harness(
         cwd=sandbox.spec.workdir,
         timeout=60,
     )
+    pids = result.stdout.split()
     if result.exit_code != 0:  # the relay never started: the harness is a crash
         await sandbox.write_file(
             f"{state}/status",
             json.dumps({"error": f"the relay did not start: {result.stderr[-2000:]}"}).encode(),
         )
+    # no pids but a clean start: the relay failed before the harness ran, and says why in
+    # its status
+    supervisor, group = (int(pids[0]), int(pids[1])) if len(pids) == 2 else (None, None)
     log.info("harness.started", harness=harness.name, state=state, port=port)
     return HarnessProcess(
         name=harness.name,
@@ -134,29 +153,33 @@ async def start_harness(
         logs=launch.logs,
         started=started,
         model_s_at_start=gateway.model_s,
+        supervisor=supervisor,
+        group=group,
     )
 
 
 async def _stop(sandbox: Sandbox, process: HarnessProcess) -> None:
     """Kill the harness's process group (through its supervisor, which writes the status)."""
+    if process.supervisor is None or process.group is None:
+        return  # nothing was started
     # the group too: it outlives a supervisor the agent killed
-    script = (
-        'read -r sup child < "$0/pid" 2>/dev/null && '
-        '{ kill -TERM "$sup"; kill -KILL "-$child"; } 2>/dev/null; true'
-    )
-    await _exec(sandbox, ["sh", "-c", script, process.state], timeout=None)
+    script = '{ kill -TERM "$0"; kill -KILL "-$1"; } 2>/dev/null; true'
+    await _check(sandbox, ["sh", "-c", script, str(process.supervisor), str(process.group)])
 
 
-async def _wait(sandbox: Sandbox, state: str, timeout_s: float | None) -> bool:
+async def _wait(sandbox: Sandbox, process: HarnessProcess, timeout_s: float | None) -> bool:
     """Whether the harness ended (its status written, or its supervisor gone) within
     ``timeout_s`` of the host's clock (a step in flight when it passes is let finish)."""
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    supervisor = "" if process.supervisor is None else str(process.supervisor)
     while True:
-        result = await _exec(sandbox, ["sh", "-c", _WAIT, state], timeout=None)
-        if result.exit_code != 4:
+        result = await _check(sandbox, ["sh", "-c", _WAIT, process.state, supervisor])
+        if result is not None and result.exit_code in (0, 3):
             return True
         if deadline is not None and time.monotonic() >= deadline:
             return False
+        if result is None or result.exit_code != 4:
+            await anyio.sleep(1.0)  # a step that failed at once is not retried in a spin
 
 
 async def join_harness(
@@ -180,10 +203,10 @@ async def join_harness(
             await _stop(sandbox, process)
 
         group.start_soon(on_gateway_stop)
-        if not await _wait(sandbox, process.state, remaining):
+        if not await _wait(sandbox, process, remaining):
             stopped = stopped or "timeout"
             await _stop(sandbox, process)
-            await _wait(sandbox, process.state, 60)
+            await _wait(sandbox, process, 60)
         await _stop(sandbox, process)  # whatever of its group is left (supervisor killed)
         group.cancel_scope.cancel()
     wall_s = time.time() - process.started
@@ -191,9 +214,10 @@ async def join_harness(
 
 
 async def _read_tail(sandbox: Sandbox, path: str, limit: int) -> str:
-    script = 'tail -c "$1" "$0" 2>/dev/null'
-    result = await _exec(sandbox, ["sh", "-c", script, path, str(limit)], timeout=60)
-    return str(result.stdout)
+    """The end of a file the agent may have swapped: a regular file only, bounded in time."""
+    script = '[ -f "$0" ] && [ ! -L "$0" ] && exec tail -c "$1" "$0" 2>/dev/null'
+    result = await _check(sandbox, ["sh", "-c", script, path, str(limit)])
+    return "" if result is None else str(result.stdout)
 
 
 async def _own_logs(sandbox: Sandbox, paths: tuple[str, ...], limit: int) -> str:
@@ -201,8 +225,8 @@ async def _own_logs(sandbox: Sandbox, paths: tuple[str, ...], limit: int) -> str
     parts = []
     for path in paths:
         script = 'find "$0" -type f 2>/dev/null | sort | tail -n 5'
-        found = await _exec(sandbox, ["sh", "-c", script, path], timeout=60)
-        for file in found.stdout.split("\n"):
+        found = await _check(sandbox, ["sh", "-c", script, path])
+        for file in "" if found is None else found.stdout.split("\n"):
             if file.strip():
                 parts.append(f"==> {file} <==\n{await _read_tail(sandbox, file, limit)}")
     return "\n".join(parts)

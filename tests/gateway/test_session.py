@@ -70,6 +70,24 @@ async def test_a_spent_budget_refuses_the_call_and_stops_the_session(socket_dir:
     assert len(server.requests) == 1 and gateway.error is None
 
 
+async def test_a_call_still_running_when_the_wall_time_ends_is_cut_and_stops_the_session(
+    socket_dir: Path,
+) -> None:
+    """The model takes longer than the episode has left: the harness gets a 400 naming the
+    wall time instead of an answer it would act on past its time, and no turn is recorded."""
+    with K3Server(TWO_TURNS, ttft_s=60) as server:
+        limits = Limits(wall_time_s=1)
+        async with gateway_on(server, socket_dir, limits=limits) as gateway:
+            client = openai_client(gateway)
+            with anyio.fail_after(30):  # a guard against the call running to its end
+                with pytest.raises(openai.BadRequestError, match="wall_time"):
+                    await client.chat.completions.create(model="kimi-k3", messages=HELLO)
+            await client.close()
+    assert gateway.stop_reason == "wall_time" and gateway.stopped.is_set()
+    assert gateway._trajectory.turns == [] and gateway.error is None
+    assert gateway.model_s > 0
+
+
 async def test_an_endpoint_that_stays_down_is_an_error_answer_and_ends_the_session(
     socket_dir: Path,
 ) -> None:
