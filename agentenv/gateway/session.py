@@ -89,7 +89,7 @@ class Gateway:
             d = dialect(name)
             for path in d.paths:
                 self._dialects[path] = d
-        self.model_name = str(getattr(model, "model", "") or "kimi-k3")
+        self.model_name = model_name(model)
 
     @property
     def base_path(self) -> str:
@@ -329,6 +329,19 @@ class Gateway:
                     self._fail(e)
                     return e
         return None
+
+
+def model_name(model: object) -> str:
+    """The name ``model`` answers to: its ``model`` attribute, looked for through wrappers
+    that hold the model they count (``Metered``); ``kimi-k3`` when it has none."""
+    for _ in range(8):
+        found = getattr(model, "model", None)
+        if isinstance(found, str):
+            return found or "kimi-k3"
+        if found is None:
+            break
+        model = found
+    return "kimi-k3"
 
 
 class _OutOfTime(Exception):

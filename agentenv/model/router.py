@@ -156,6 +156,12 @@ class RoutedModel:
         self.task_id = task_id
         self.current: Endpoint | None = None
 
+    @property
+    def model(self) -> str:
+        """The model name of the episode's endpoint (the first allowed one until one
+        answers): what a harness is told it talks to."""
+        return (self.current or self.allowed[0][0]).model
+
     async def complete(
         self,
         messages: list[dict[str, Any]],

@@ -165,3 +165,29 @@ async def test_calls_at_once_do_not_get_past_a_budget(socket_dir: Path, limits: 
             await client.close()
     assert outcomes.count("answered") == allowed == len(server.requests)
     assert len(gateway._trajectory.turns) == allowed and gateway.stopped.is_set()
+
+
+async def test_the_harness_is_told_the_routed_endpoints_model_through_a_meter(
+    socket_dir: Path,
+) -> None:
+    """A refactor job hands the gateway its routed model wrapped in a meter: the name the
+    harness is told (and /v1/models lists) is the endpoint's model, not an object's repr."""
+    from agentenv.agent.loop import new_trajectory
+    from agentenv.agent.trajectory import Spend
+    from agentenv.gateway import open_gateway
+    from agentenv.model.endpoints import Endpoint
+    from agentenv.model.router import Router
+    from agentenv.runner.budget import Metered
+
+    with K3Server(TWO_TURNS) as server:
+        endpoint = Endpoint(name="local", base_url=server.base_url, model="kimi-k3-preview")
+        routed = Router([endpoint]).for_task(task_id="gw")
+        traj = new_trajectory("harness episode", task_id="gw")
+        async with open_gateway(
+            Metered(routed, Spend()), traj, socket_dir=socket_dir, sandbox=None, limits=Limits()
+        ) as gateway:
+            auth = {"authorization": f"Bearer {gateway.token}"}
+            async with raw(gateway.socket_path) as http:
+                listed = (await http.get("/v1/models", headers=auth)).json()
+    assert gateway.model_name == "kimi-k3-preview"
+    assert [m["id"] for m in listed["data"]] == ["kimi-k3-preview"]
