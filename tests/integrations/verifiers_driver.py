@@ -1,0 +1,117 @@
+"""Run in the verifiers venv (scripts/verifiers_venv.sh) by tests/integrations/test_verifiers.py:
+agentenv's verifiers environment, driven by verifiers' own ``Environment.evaluate`` against
+agentenv's scripted K3 server, one server per scenario:
+
+* ``solve``: a call to a tool that does not exist (answered as an error), the solution, submit;
+* ``wrong``: a wrong answer, submit;
+* ``fail``: one tool call, then the endpoint answers 500 (the rollout fails mid-way).
+
+``python verifiers_driver.py TASK_FOLDER`` prints one JSON object: per scenario the rollout's
+reward, error, stop condition, outcome, completion, and the Docker state of every open
+episode's sandbox at each model request; and how many episodes are open at the end.
+Run it from outside agentenv's checkout (its verifiers/ folder would shadow the package).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import sys
+from typing import Any
+
+import docker
+import verifiers as vf
+from openai import AsyncOpenAI
+
+from agentenv.integrations.verifiers import AgentenvEnv, load_environment
+from agentenv.sandbox.container.freezing import seen_status
+from agentenv.testing import Fault, K3Server, ScriptedToolCall, ScriptedTurn
+
+
+def call(name: str, **args: Any) -> ScriptedToolCall:
+    """A scripted tool call."""
+    return ScriptedToolCall(name=name, arguments=json.dumps(args))
+
+
+SCRIPTS: dict[str, list[ScriptedTurn]] = {
+    "solve": [
+        ScriptedTurn(reasoning="Try a tool.", tool_calls=[call("nope", x=1)]),
+        ScriptedTurn(reasoning="Write it.", tool_calls=[call("bash", command="echo ok > answer.txt")]),
+        ScriptedTurn(reasoning="Done.", tool_calls=[call("submit", summary="wrote ok")]),
+    ],
+    "wrong": [
+        ScriptedTurn(reasoning="Write.", tool_calls=[call("bash", command="echo no > answer.txt")]),
+        ScriptedTurn(reasoning="Done.", tool_calls=[call("submit", summary="wrote no")]),
+    ],
+    "fail": [
+        ScriptedTurn(reasoning="Write.", tool_calls=[call("bash", command="echo ok > answer.txt")]),
+        ScriptedTurn(reasoning="Done.", tool_calls=[call("submit", summary="wrote ok")]),
+    ],
+}
+
+
+def box_states(env: AgentenvEnv) -> list[str]:
+    """The state of each open episode's sandbox ("paused" when its cgroup is frozen, which
+    the engine calls "running"; "running"; ...)."""
+    api = docker.from_env().api
+    # the test reads the sandbox behind the episode: no public name gives its container
+    ids = [e._rollout.box.id for e in list(env._episodes.values())]
+    return [seen_status(i, api.inspect_container(i)["State"]["Status"]) for i in ids]
+
+
+async def scenario(env: AgentenvEnv, name: str) -> dict[str, Any]:
+    """One rollout of ``name``'s script through ``env.evaluate``."""
+    turns = SCRIPTS[name]
+    seen: list[list[str]] = []
+
+    def script(body: dict[str, Any]) -> ScriptedTurn:
+        seen.append(box_states(env))  # while the model "generates"
+        done = sum(m["role"] == "assistant" for m in body["messages"])
+        return turns[min(done, len(turns) - 1)]
+
+    def faults(body: dict[str, Any]) -> Fault | None:
+        done = sum(m["role"] == "assistant" for m in body["messages"])
+        return Fault(kind="500") if name == "fail" and done >= 1 else None
+
+    with K3Server(script, faults=faults) as server:
+        client = vf.OpenAIChatCompletionsClient(
+            AsyncOpenAI(base_url=server.base_url, api_key="unused", max_retries=0)
+        )
+        out = await env.evaluate(
+            client=client,
+            model="kimi-k3",
+            num_examples=1,
+            rollouts_per_example=1,
+            state_columns=["agentenv"],
+        )
+    row = out["outputs"][0]
+    return {
+        "reward": row["reward"],
+        "error": row.get("error"),
+        "stop_condition": row.get("stop_condition"),
+        "outcome": row.get("agentenv"),
+        "metrics": row.get("metrics"),
+        "completion": row["completion"],
+        "states_at_requests": seen,
+        "open_after": env.open_episodes,
+    }
+
+
+def plain(value: Any) -> Any:
+    """A verifiers message (a pydantic model; outputs mix them with dicts) as JSON."""
+    dump = getattr(value, "model_dump", None)
+    return dump(mode="json", exclude_none=True) if dump else str(value)
+
+
+async def main(folder: str) -> None:
+    """Every scenario on one environment of the task at ``folder``; the JSON on stdout."""
+    env = load_environment(folder, backend="docker")
+    result = {name: await scenario(env, name) for name in SCRIPTS}
+    result["open_at_end"] = env.open_episodes  # type: ignore[assignment]
+    print(json.dumps(result, default=plain))
+
+
+if __name__ == "__main__":
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    asyncio.run(main(sys.argv[1]))
