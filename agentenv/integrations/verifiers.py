@@ -34,6 +34,7 @@ classic API and not 0.4.0's ``verifiers.v1``.
 
 from __future__ import annotations
 
+import importlib
 import logging
 from collections.abc import Sequence
 from pathlib import Path
@@ -53,8 +54,10 @@ _INSTALL = (
 )
 
 try:
-    import verifiers as vf
-    from datasets import Dataset
+    # by name: agentenv's checkout has a verifiers/ folder of its own (the checker programs),
+    # which type checkers would take for this package
+    vf: Any = importlib.import_module("verifiers")
+    Dataset: Any = importlib.import_module("datasets").Dataset
 except ImportError as e:  # fail fast, naming the command that installs it
     raise ImportError(f"agentenv.integrations.verifiers needs verifiers: {_INSTALL}") from e
 if not hasattr(vf, "MultiTurnEnv"):  # 0.4.0 keeps only verifiers.v1
@@ -157,8 +160,7 @@ def _action(message: Any) -> dict[str, Any]:
         "content": _text(message.content),
         "reasoning_content": message.reasoning_content or "",
         "tool_calls": [
-            {"id": c.id, "name": c.name, "arguments": c.arguments}
-            for c in message.tool_calls or []
+            {"id": c.id, "name": c.name, "arguments": c.arguments} for c in message.tool_calls or []
         ],
     }
 
@@ -235,7 +237,7 @@ class AgentenvEnv(vf.MultiTurnEnv):  # type: ignore[misc]
         """Open the rollout's episode; its opening messages become the rollout's prompt and
         its tools the rollout's tools. :class:`EpisodeFailed` when it cannot be opened."""
         task_id = (state.get("info") or {}).get(TASK_KEY)
-        task = self.tasks.get(task_id)
+        task = self.tasks.get(task_id) if isinstance(task_id, str) else None
         if task is None:
             raise EpisodeFailed(f"the dataset row names no task of this environment: {task_id!r}")
         try:

@@ -21,9 +21,9 @@ import sys
 from typing import Any
 
 import docker
-import verifiers as vf
 from openai import AsyncOpenAI
 
+import verifiers as vf
 from agentenv.integrations.verifiers import AgentenvEnv, load_environment
 from agentenv.sandbox.container.freezing import seen_status
 from agentenv.testing import Fault, K3Server, ScriptedToolCall, ScriptedTurn
@@ -37,7 +37,9 @@ def call(name: str, **args: Any) -> ScriptedToolCall:
 SCRIPTS: dict[str, list[ScriptedTurn]] = {
     "solve": [
         ScriptedTurn(reasoning="Try a tool.", tool_calls=[call("nope", x=1)]),
-        ScriptedTurn(reasoning="Write it.", tool_calls=[call("bash", command="echo ok > answer.txt")]),
+        ScriptedTurn(
+            reasoning="Write it.", tool_calls=[call("bash", command="echo ok > answer.txt")]
+        ),
         ScriptedTurn(reasoning="Done.", tool_calls=[call("submit", summary="wrote ok")]),
     ],
     "wrong": [
