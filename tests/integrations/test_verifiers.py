@@ -121,6 +121,10 @@ def test_verifiers_evaluate_rolls_out_frozen_agentenv_episodes_rewarded_by_the_v
     # the endpoint failing mid-rollout: recorded as the rollout's error, scored 0.0, closed
     assert fail["error"]["error"] == "ModelError" and fail["stop_condition"] == "has_error"
     assert fail["reward"] == 0.0 and fail["outcome"]["reward"] is None
+    # a group of 2 at once (verifiers' run_group): each its own sandbox, both rewarded
+    group = out["group"]
+    assert group["rewards"] == [1.0, 1.0]
+    assert all(s == "paused" for states in group["states_at_requests"] for s in states)
     # every episode closed, and nothing of the run is left on the engine
-    assert [s["open_after"] for s in (solve, wrong, fail)] == [0, 0, 0]
+    assert [s["open_after"] for s in (solve, wrong, fail, group)] == [0, 0, 0, 0]
     assert left == []

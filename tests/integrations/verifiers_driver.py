@@ -4,7 +4,9 @@ agentenv's scripted K3 server, one server per scenario:
 
 * ``solve``: a call to a tool that does not exist (answered as an error), the solution, submit;
 * ``wrong``: a wrong answer, submit;
-* ``fail``: one tool call, then the endpoint answers 500 (the rollout fails mid-way).
+* ``fail``: one tool call, then the endpoint answers 500 (the rollout fails mid-way);
+* ``group``: the ``solve`` script, a group of 2 rollouts at once (verifiers' ``run_group``),
+  each in its own sandbox.
 
 ``python verifiers_driver.py TASK_FOLDER`` prints one JSON object: per scenario the rollout's
 reward, error, stop condition, outcome, completion, and the Docker state of every open
@@ -34,6 +36,8 @@ def call(name: str, **args: Any) -> ScriptedToolCall:
     return ScriptedToolCall(name=name, arguments=json.dumps(args))
 
 
+ROLLOUTS = {"group": 2}  # rollouts per example; 1 for the others
+
 SCRIPTS: dict[str, list[ScriptedTurn]] = {
     "solve": [
         ScriptedTurn(reasoning="Try a tool.", tool_calls=[call("nope", x=1)]),
@@ -51,6 +55,7 @@ SCRIPTS: dict[str, list[ScriptedTurn]] = {
         ScriptedTurn(reasoning="Done.", tool_calls=[call("submit", summary="wrote ok")]),
     ],
 }
+SCRIPTS["group"] = SCRIPTS["solve"]
 
 
 def box_states(env: AgentenvEnv) -> list[str]:
@@ -84,12 +89,13 @@ async def scenario(env: AgentenvEnv, name: str) -> dict[str, Any]:
             client=client,
             model="kimi-k3",
             num_examples=1,
-            rollouts_per_example=1,
+            rollouts_per_example=ROLLOUTS.get(name, 1),
             state_columns=["agentenv"],
         )
     row = out["outputs"][0]
     return {
         "reward": row["reward"],
+        "rewards": [r["reward"] for r in out["outputs"]],
         "error": row.get("error"),
         "stop_condition": row.get("stop_condition"),
         "outcome": row.get("agentenv"),
