@@ -289,14 +289,18 @@ class AgentenvEnv(vf.MultiTurnEnv):  # type: ignore[misc]
 
 
 def load_environment(
-    tasks: Sequence[Path | str] | str,
+    tasks: Sequence[Path | str] | Path | str,
     *,
-    limits: Limits | None = None,
+    limits: Limits | dict[str, Any] | None = None,
     backend: str | None = None,
     **kwargs: Any,
 ) -> AgentenvEnv:
     """The environment of the tasks at ``tasks`` (a path, or several: task folders, folders
-    of them), named as verifiers' ``load_environment`` convention has it, so a trainer's
-    environment module is one line. Keywords as :class:`AgentenvEnv`."""
+    of them). It is verifiers' ``load_environment`` convention, so
+    ``vf.load_environment("agentenv.integrations.verifiers", tasks=...)`` (what a trainer's
+    config names: an env id and its args) loads it; ``limits`` may then be a plain mapping.
+    Keywords as :class:`AgentenvEnv`."""
     paths = [tasks] if isinstance(tasks, str | Path) else list(tasks)
+    if isinstance(limits, dict):
+        limits = Limits.model_validate(limits)
     return AgentenvEnv(load_tasks(paths), limits=limits, backend=backend, **kwargs)

@@ -26,7 +26,7 @@ import docker
 from openai import AsyncOpenAI
 
 import verifiers as vf
-from agentenv.integrations.verifiers import AgentenvEnv, load_environment
+from agentenv.integrations.verifiers import AgentenvEnv
 from agentenv.sandbox.container.freezing import seen_status
 from agentenv.testing import Fault, K3Server, ScriptedToolCall, ScriptedTurn
 
@@ -114,7 +114,9 @@ def plain(value: Any) -> Any:
 
 async def main(folder: str) -> None:
     """Every scenario on one environment of the task at ``folder``; the JSON on stdout."""
-    env = load_environment(folder, backend="docker")
+    # by env id and args, as a trainer's config names an environment
+    env = vf.load_environment("agentenv.integrations.verifiers", tasks=folder, backend="docker")
+    assert isinstance(env, AgentenvEnv)
     result = {name: await scenario(env, name) for name in SCRIPTS}
     result["open_at_end"] = env.open_episodes  # type: ignore[assignment]
     print(json.dumps(result, default=plain))
