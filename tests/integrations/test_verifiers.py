@@ -60,11 +60,11 @@ def test_without_verifiers_the_import_names_the_install_command(tmp_path: Path) 
     assert "pip install 'verifiers==0.3.1'" in done.stderr
 
 
-def run_driver(python: Path, folder: Path, run_id: str) -> dict[str, Any]:
+def run_driver(python: Path, folder: Path, broken: Path, run_id: str) -> dict[str, Any]:
     """The driver's JSON, from outside the checkout (its verifiers/ would shadow the
     package), its sandboxes labelled with ``run_id``."""
     done = subprocess.run(
-        [str(python), str(DRIVER), str(folder)],
+        [str(python), str(DRIVER), str(folder), str(broken)],
         cwd=folder.parent,
         env={
             **{k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
@@ -95,9 +95,10 @@ def test_verifiers_evaluate_rolls_out_frozen_agentenv_episodes_rewarded_by_the_v
     tmp_path: Path, vf_python: Path
 ) -> None:
     task = make_task(tmp_path)
+    broken = make_task(tmp_path, "broken", setup="echo no setup here >&2; exit 3")
     run_id = f"vf-{uuid.uuid4().hex[:8]}"
     try:
-        out = run_driver(vf_python, Path(task.folder or tmp_path), run_id)
+        out = run_driver(vf_python, Path(str(task.folder)), Path(str(broken.folder)), run_id)
         left = [x for x in get_backend("docker").leftovers() if x.run == run_id]
     finally:
         remove_run(run_id)
@@ -124,7 +125,12 @@ def test_verifiers_evaluate_rolls_out_frozen_agentenv_episodes_rewarded_by_the_v
     # a group of 2 at once (verifiers' run_group): each its own sandbox, both rewarded
     group = out["group"]
     assert group["rewards"] == [1.0, 1.0]
-    assert all(s == "paused" for states in group["states_at_requests"] for s in states)
+    # (not all frozen at each request: the other rollout may be running its tools then)
+    # a task whose setup fails: that rollout's error (EpisodeFailed), the model never called
+    broke = out["broken"]
+    assert broke["error"]["error"] == "EpisodeFailed" and broke["reward"] == 0.0
+    assert "exit 3" in broke["error"]["error_chain_repr"]
+    assert broke["states_at_requests"] == []
     # every episode closed, and nothing of the run is left on the engine
-    assert [s["open_after"] for s in (solve, wrong, fail, group)] == [0, 0, 0, 0]
+    assert [s["open_after"] for s in (solve, wrong, fail, group, broke)] == [0] * 5
     assert left == []

@@ -6,11 +6,12 @@ agentenv's scripted K3 server, one server per scenario:
 * ``wrong``: a wrong answer, submit;
 * ``fail``: one tool call, then the endpoint answers 500 (the rollout fails mid-way);
 * ``group``: the ``solve`` script, a group of 2 rollouts at once (verifiers' ``run_group``),
-  each in its own sandbox.
+  each in its own sandbox;
+* ``broken``: the task at ``BROKEN_FOLDER``, whose setup fails: the episode never opens.
 
-``python verifiers_driver.py TASK_FOLDER`` prints one JSON object: per scenario the rollout's
-reward, error, stop condition, outcome, completion, and the Docker state of every open
-episode's sandbox at each model request; and how many episodes are open at the end.
+``python verifiers_driver.py TASK_FOLDER BROKEN_FOLDER`` prints one JSON object: per
+scenario the rollout's reward, error, stop condition, outcome, completion, the state of every
+open episode's sandbox at each model request, and how many episodes are open after it.
 Run it from outside agentenv's checkout (its verifiers/ folder would shadow the package).
 """
 
@@ -56,6 +57,7 @@ SCRIPTS: dict[str, list[ScriptedTurn]] = {
     ],
 }
 SCRIPTS["group"] = SCRIPTS["solve"]
+SCRIPTS["broken"] = SCRIPTS["solve"]
 
 
 def box_states(env: AgentenvEnv) -> list[str]:
@@ -112,16 +114,22 @@ def plain(value: Any) -> Any:
     return dump(mode="json", exclude_none=True) if dump else str(value)
 
 
-async def main(folder: str) -> None:
-    """Every scenario on one environment of the task at ``folder``; the JSON on stdout."""
-    # by env id and args, as a trainer's config names an environment
+def environment(folder: str) -> AgentenvEnv:
+    """The environment of the task at ``folder``, by env id and args, as a trainer's config
+    names an environment."""
     env = vf.load_environment("agentenv.integrations.verifiers", tasks=folder, backend="docker")
     assert isinstance(env, AgentenvEnv)
-    result = {name: await scenario(env, name) for name in SCRIPTS}
-    result["open_at_end"] = env.open_episodes  # type: ignore[assignment]
+    return env
+
+
+async def main(folder: str, broken: str) -> None:
+    """Every scenario (on one environment of the task at ``folder``, ``broken`` on one of
+    the task at ``broken``); the JSON on stdout."""
+    env, bad = environment(folder), environment(broken)
+    result = {name: await scenario(bad if name == "broken" else env, name) for name in SCRIPTS}
     print(json.dumps(result, default=plain))
 
 
 if __name__ == "__main__":
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
-    asyncio.run(main(sys.argv[1]))
+    asyncio.run(main(sys.argv[1], sys.argv[2]))
