@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from agentenv.agent.trajectory import Limits
-from agentenv.errors import TaskError
+from agentenv.integrations.tasksets import load_tasks, prompt_of
 from agentenv.rl.driven import ActionError, DrivenEpisode, open_episode
 from agentenv.tasks import Task
 
@@ -92,36 +92,13 @@ class EpisodeFailed(vf.SandboxError):  # type: ignore[misc]
     the rollout's error (``state["error"]``, the rollout scored 0.0); the others go on."""
 
 
-def load_tasks(paths: Sequence[Path | str]) -> list[Task]:
-    """The runnable tasks at ``paths`` (task folders, folders of them, instance files), as
-    ``agentenv eval`` loads them. A task folder that does not load, or has no verifier to
-    grade it, is left out with a warning; :class:`~agentenv.errors.TaskError` when none is
-    left (or a path holds no task)."""
-    from agentenv.formats import load_runnable
-    from agentenv.problems import Problems
-
-    try:
-        tasks, refused = load_runnable([Path(p) for p in paths])
-    except Problems as e:
-        raise TaskError(str(e)) from e
-    for r in refused:
-        log.warning("task %s left out: %s", r.id, r.reason)
-    for task in tasks:
-        if task.verifier is None:
-            log.warning("task %s left out: no [verifier] in task.toml, nothing grades it", task.id)
-    graded = [t for t in tasks if t.verifier is not None]
-    if not graded:
-        raise TaskError(f"no task with a verifier at {', '.join(map(str, paths))}")
-    return graded
-
-
 def task_rows(tasks: Sequence[Task]) -> list[dict[str, Any]]:
     """The dataset rows of ``tasks``: a ``prompt`` (the instruction, as the user's message;
     each rollout's real opening messages are its episode's) and ``info`` naming the task.
     No ``answer``: what grades a task is hidden in its sandbox, not in the dataset."""
     return [
         {
-            "prompt": [{"role": "user", "content": task.instruction or task.description}],
+            "prompt": [{"role": "user", "content": prompt_of(task)}],
             "info": {TASK_KEY: task.id},
         }
         for task in tasks
