@@ -35,7 +35,6 @@ classic API and not 0.4.0's ``verifiers.v1``.
 from __future__ import annotations
 
 import importlib
-import logging
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -77,8 +76,6 @@ __all__ = [
     "load_tasks",
     "task_rows",
 ]
-
-log = logging.getLogger(__name__)
 
 TASK_KEY = "agentenv_task"
 """The key of a dataset row's ``info`` naming its task (verifiers reserves ``info["task"]``)."""

@@ -50,6 +50,8 @@ from collections.abc import Iterator
 from functools import cache
 from typing import Any
 
+from pydantic import Field
+
 from agentenv.agent.trajectory import Limits
 from agentenv.errors import TaskError
 from agentenv.integrations.tasksets import load_tasks, prompt_of
@@ -128,7 +130,7 @@ class AgentenvTasksetConfig(vf.TasksetConfig):  # type: ignore[misc]
     """``--env.taskset.*``: ``tasks``, the agentenv task paths (task folders, folders of
     them, instance files)."""
 
-    tasks: list[str] = []
+    tasks: list[str] = Field(default_factory=list)
 
 
 class AgentenvTaskset(vf.Taskset[AgentenvTask, AgentenvTasksetConfig]):  # type: ignore[misc]

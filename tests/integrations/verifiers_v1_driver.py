@@ -26,13 +26,13 @@ from pathlib import Path
 from typing import Any
 
 import docker
+from verifiers.v1.cli.eval.runner import run_eval
+from verifiers.v1.configs.cli.eval import EvalConfig
 
 from agentenv.integrations import verifiers_v1
 from agentenv.sandbox.container.freezing import seen_status
 from agentenv.sandbox.labels import RUN
 from agentenv.testing import Fault, K3Server, ScriptedToolCall, ScriptedTurn
-from verifiers.v1.cli.eval.runner import run_eval
-from verifiers.v1.configs.cli.eval import EvalConfig
 
 
 def call(name: str, **args: Any) -> ScriptedToolCall:
