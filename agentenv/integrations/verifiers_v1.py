@@ -25,8 +25,8 @@ How verifiers' rollout maps onto an agentenv episode:
 * :meth:`AgentenvHarness.launch` (one segment, the whole episode) opens the episode (the
   task's setup, a sandbox at its prepared state, frozen), then until the episode ends: one
   model call at ``endpoint`` with the episode's messages and tools, one ``act``. The act
-  that ends the episode verifies it in a checker sandbox; the verdict goes to the trace's
-  state (:class:`AgentenvState`). The episode is closed in a ``finally``: when the model
+  that ends the episode verifies it in a checker sandbox; the outcome goes to the trace's
+  ``info["agentenv"]`` (:class:`Outcome`). The episode is closed in a ``finally``: when the model
   call fails, verifiers records the harness's error on the trace and nothing is left;
 * :meth:`AgentenvTask.hidden_verifier`, the task's one ``@vf.reward``, reads that verdict
   (the model never sees the verifier). A rollout that failed is not scored (0.0).
@@ -50,7 +50,7 @@ from collections.abc import Iterator
 from functools import cache
 from typing import Any
 
-from pydantic import Field
+from pydantic import BaseModel, Field
 
 from agentenv.agent.trajectory import Limits
 from agentenv.errors import TaskError
@@ -83,15 +83,16 @@ except ImportError as e:  # fail fast, naming the command that installs it
     ) from e
 
 __all__ = [
+    "INFO_KEY",
     "PLUGIN_ID",
     "VERIFIERS_VERSION",
     "AgentenvHarness",
     "AgentenvHarnessConfig",
-    "AgentenvState",
     "AgentenvTask",
     "AgentenvTaskData",
     "AgentenvTaskset",
     "AgentenvTasksetConfig",
+    "Outcome",
     "register",
 ]
 
@@ -103,11 +104,16 @@ class AgentenvTaskData(vf.TaskData):  # type: ignore[misc]
     paths: list[str]
 
 
-class AgentenvState(vf.State):  # type: ignore[misc]
-    """A rollout's agentenv outcome, on its trace (``trace.state``): the hidden verifier's
+INFO_KEY = "agentenv"
+"""The key of a trace's ``info`` holding the episode's outcome, as :class:`Outcome` JSON
+(``info`` goes out with the trace, to ``traces.jsonl`` and the trainer; ``state`` does not)."""
+
+
+class Outcome(BaseModel):
+    """A rollout's agentenv outcome (``trace.info["agentenv"]``): the hidden verifier's
     reward (``None`` until the episode ended by itself), why it ended, how many acts ran,
     and the episode's trajectory (cost, phase timings, per-turn tokens where the endpoint
-    gives them) as JSON."""
+    gives them)."""
 
     reward: float | None = None
     stop_reason: str | None = None
@@ -115,7 +121,7 @@ class AgentenvState(vf.State):  # type: ignore[misc]
     trajectory: dict[str, Any] | None = None
 
 
-class AgentenvTask(vf.Task[AgentenvTaskData, AgentenvState]):  # type: ignore[misc]
+class AgentenvTask(vf.Task[AgentenvTaskData, vf.State]):  # type: ignore[misc]
     """One agentenv task as a verifiers task: scored by its hidden verifier."""
 
     @vf.reward(weight=1.0)  # type: ignore[untyped-decorator]
@@ -123,7 +129,8 @@ class AgentenvTask(vf.Task[AgentenvTaskData, AgentenvState]):  # type: ignore[mi
         """The verdict of the task's hidden verifier, run by the act that ended the episode
         (1.0 passed, 0.0 failed; a partial score as the verifier gives it); 0.0 for an
         episode that did not end by itself."""
-        return float(trace.state.reward or 0.0)
+        outcome = Outcome.model_validate(trace.info.get(INFO_KEY) or {})
+        return float(outcome.reward or 0.0)
 
 
 class AgentenvTasksetConfig(vf.TasksetConfig):  # type: ignore[misc]
@@ -186,13 +193,14 @@ class AgentenvHarness(vf.Harness[AgentenvHarnessConfig]):  # type: ignore[misc]
         **kwargs: Any,
     ) -> Any:
         """Run the task's whole episode: open it, then model call, act, until it ends (its
-        verdict to ``trace.state``); close it whatever happens. A model call that fails
+        outcome to ``trace.info["agentenv"]``); close it whatever happens. A model call that fails
         raises (verifiers records it as the rollout's error)."""
         task = _tasks(tuple(data.paths)).get(data.id)
         if task is None:
             raise TaskError(f"no task {data.id!r} at {data.paths}")
         limits = Limits.model_validate(self.config.limits) if self.config.limits else None
-        state = trace.state
+        outcome = Outcome()
+        trace.info[INFO_KEY] = outcome.model_dump(mode="json")  # even if it never opens
         episode = await open_episode(task, limits=limits, backend=self.config.backend)
         # retries are the interception's (it owns the upstream client): one attempt here
         model = OpenAIChatModel(
@@ -206,13 +214,14 @@ class AgentenvHarness(vf.Harness[AgentenvHarnessConfig]):  # type: ignore[misc]
             while not episode.done:
                 completion = await model.complete(episode.messages, episode.tools)
                 acted = await episode.act(completion)
-                state.acts += 1
+                outcome.acts += 1
                 if acted.done:
-                    state.reward = acted.reward
-                    state.stop_reason = acted.stop_reason
+                    outcome.reward = acted.reward
+                    outcome.stop_reason = acted.stop_reason
                     if acted.trajectory is not None:
-                        state.trajectory = acted.trajectory.model_dump(mode="json")
+                        outcome.trajectory = acted.trajectory.model_dump(mode="json")
         finally:
+            trace.info[INFO_KEY] = outcome.model_dump(mode="json")
             await episode.close()
             await model.aclose()
         return vf.ProgramResult(exit_code=0, stdout="", stderr="")

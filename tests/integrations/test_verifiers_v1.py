@@ -104,22 +104,24 @@ def test_verifiers_v1_eval_runs_frozen_agentenv_episodes_rewarded_by_the_verifie
     # the scripted solution is rewarded by the hidden verifier, the task's @vf.reward
     assert solve["reward"] == 1.0 and solve["error"] is None
     assert solve["trace_rewards"] == {"hidden_verifier": {"score": 1.0, "weight": 1.0}}
-    assert solve["state"]["stop_reason"] == "submitted" and solve["has_trajectory"]
+    assert solve["outcome"]["stop_reason"] == "submitted"
+    # the outcome goes out with the trace (its info, in traces.jsonl): the trajectory too
+    assert {"cost_usd", "turns", "stop_reason"} <= set(solve["trajectory"])
     # every model call went through verifiers' interception: each is a turn of its trace
     # (the call to a tool that does not exist included: answered to the model as an error)
-    assert solve["turns"] == solve["state"]["acts"] == 3
+    assert solve["turns"] == solve["outcome"]["acts"] == 3
     # at every model request the episode's sandbox was frozen
     assert solve["states_at_requests"] == [["paused"]] * 3
     assert wrong["states_at_requests"] == [["paused"]] * 2
     assert fail["states_at_requests"] == [["paused"]]  # its sandbox was up when it failed
     # a wrong answer scores 0.0
     assert wrong["reward"] == 0.0 and wrong["error"] is None
-    assert wrong["state"]["stop_reason"] == "submitted"
+    assert wrong["outcome"]["stop_reason"] == "submitted"
     assert wrong["trace_rewards"]["hidden_verifier"]["score"] == 0.0
     # the endpoint failing mid-rollout: the trace's error, not scored, the episode closed
     assert fail["error"]["type"] == "ProviderError" and fail["error"]["status_code"] == 500
-    assert fail["reward"] == 0 and fail["state"]["reward"] is None
-    assert fail["state"]["acts"] == 1
+    assert fail["reward"] == 0 and fail["outcome"]["reward"] is None
+    assert fail["outcome"]["acts"] == 1
     # 2 rollouts of one task at once: each its own sandbox, both rewarded
     assert group["rewards"] == [1.0, 1.0]
     # a task whose setup fails: that rollout's harness error, the model never called

@@ -10,7 +10,8 @@ runs) against agentenv's scripted K3 server, one server and one eval run per sce
 * ``broken``: the task at ``BROKEN_FOLDER``, whose setup fails: the episode never opens.
 
 ``python verifiers_v1_driver.py TASK_FOLDER BROKEN_FOLDER OUT_DIR`` prints one JSON object:
-per scenario each trace's reward, rewards, error, stop condition, agentenv state and turns,
+per scenario each trace's reward, rewards, error, stop condition, turns, agentenv outcome
+(from the run's traces.jsonl: its trajectory's keys),
 and the state of the run's sandboxes (labelled ``AGENTENV_RUN_ID``) at each model request.
 Run it from outside agentenv's checkout (its verifiers/ folder would shadow the package).
 """
@@ -111,6 +112,10 @@ async def scenario(name: str, folder: str, out_dir: Path) -> dict[str, Any]:
         episodes = await run_eval(config)
     traces = [t for e in episodes for t in e.traces]
     first = traces[0]
+    # the outcome as the trainer gets it: the run's traces.jsonl
+    with (out_dir / name / "traces.jsonl").open() as lines:
+        wire = [t for line in lines for t in json.loads(line)["traces"]]
+    outcome = wire[0]["info"]["agentenv"]
     return {
         "harness": first.agent.config.harness.id if first.agent else None,
         "reward": first.reward,
@@ -118,8 +123,8 @@ async def scenario(name: str, folder: str, out_dir: Path) -> dict[str, Any]:
         "trace_rewards": first.rewards,
         "error": first.last_error.model_dump(mode="json") if first.last_error else None,
         "stop_condition": first.stop_condition,
-        "state": first.state.model_dump(mode="json", exclude={"trajectory", "artifacts"}),
-        "has_trajectory": first.state.trajectory is not None,
+        "outcome": {k: v for k, v in outcome.items() if k != "trajectory"},
+        "trajectory": outcome["trajectory"] and sorted(outcome["trajectory"]),
         "turns": first.num_turns,
         "states_at_requests": seen,
         "left_after": box_states(),
