@@ -154,12 +154,12 @@ class AgentenvTaskset(vf.Taskset[AgentenvTask, AgentenvTasksetConfig]):  # type:
 
 class AgentenvHarnessConfig(vf.HarnessConfig):  # type: ignore[misc]
     """``--env.agent.harness.*``: the sandbox ``backend`` (else ``AGENTENV_BACKEND``, else
-    Docker), the episode ``limits`` (else each task's own; an agentenv
-    :class:`~agentenv.agent.trajectory.Limits` as a mapping), and the completion budget of
-    each model call."""
+    Docker), the episode ``limits`` (else each task's own; agentenv's
+    :class:`~agentenv.agent.trajectory.Limits`, e.g. ``--env.agent.harness.limits.max-turns
+    30``), and the completion budget of each model call."""
 
     backend: str | None = None
-    limits: dict[str, Any] | None = None
+    limits: Limits | None = None
     max_completion_tokens: int = 32_768
 
 
@@ -198,10 +198,9 @@ class AgentenvHarness(vf.Harness[AgentenvHarnessConfig]):  # type: ignore[misc]
         task = _tasks(tuple(data.paths)).get(data.id)
         if task is None:
             raise TaskError(f"no task {data.id!r} at {data.paths}")
-        limits = Limits.model_validate(self.config.limits) if self.config.limits else None
         outcome = Outcome()
         trace.info[INFO_KEY] = outcome.model_dump(mode="json")  # even if it never opens
-        episode = await open_episode(task, limits=limits, backend=self.config.backend)
+        episode = await open_episode(task, limits=self.config.limits, backend=self.config.backend)
         # retries are the interception's (it owns the upstream client): one attempt here
         model = OpenAIChatModel(
             base_url=endpoint,
