@@ -221,8 +221,10 @@ class AgentenvHarness(vf.Harness[AgentenvHarnessConfig]):  # type: ignore[misc]
                         outcome.trajectory = acted.trajectory.model_dump(mode="json")
         finally:
             trace.info[INFO_KEY] = outcome.model_dump(mode="json")
-            await episode.close()
-            await model.aclose()
+            try:
+                await episode.close()  # shielded: also when verifiers' timeout cancels us
+            finally:
+                await model.aclose()
         return vf.ProgramResult(exit_code=0, stdout="", stderr="")
 
 

@@ -96,8 +96,8 @@ def test_verifiers_v1_eval_runs_frozen_agentenv_episodes_rewarded_by_the_verifie
     finally:
         remove_run(run_id)
 
-    solve, wrong, fail, group, broke = (
-        out[k] for k in ("solve", "wrong", "fail", "group", "broken")
+    solve, wrong, fail, group, broke, capped, timeout = (
+        out[k] for k in ("solve", "wrong", "fail", "group", "broken", "capped", "timeout")
     )
     # the taskset's own harness played the seat (found by id in the taskset's module)
     assert {s["harness"] for s in out.values()} == {"agentenv_verifiers"}
@@ -127,6 +127,16 @@ def test_verifiers_v1_eval_runs_frozen_agentenv_episodes_rewarded_by_the_verifie
     # a task whose setup fails: that rollout's harness error, the model never called
     assert broke["error"]["type"] == "HarnessError" and "exit 3" in broke["error"]["message"]
     assert broke["reward"] == 0 and broke["states_at_requests"] == []
+    # verifiers' own turn cap refuses the 2nd call: a stop, scored, the verifier never ran
+    assert capped["stop_condition"] == "max_turns" and capped["error"] is None
+    assert capped["reward"] == 0.0 and capped["outcome"] == {
+        "reward": None,
+        "stop_reason": None,
+        "acts": 1,
+    }
+    # verifiers' rollout timeout cancels the harness mid-call: its episode closed all the same
+    assert timeout["stop_condition"] == "agent_timeout" and timeout["reward"] == 0.0
+    assert timeout["outcome"]["acts"] == 1 and timeout["states_at_requests"] == [["paused"]]
     # nothing of any scenario's run is left on the engine
-    assert [s["left_after"] for s in out.values()] == [[]] * 5
+    assert [s["left_after"] for s in out.values()] == [[]] * 7
     assert left == []

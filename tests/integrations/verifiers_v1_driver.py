@@ -7,7 +7,11 @@ runs) against agentenv's scripted K3 server, one server and one eval run per sce
 * ``wrong``: a wrong answer, submit;
 * ``fail``: one tool call, then the endpoint answers 500 (the rollout fails mid-way);
 * ``group``: the ``solve`` script, 2 rollouts of the task at once, each its own sandbox;
-* ``broken``: the task at ``BROKEN_FOLDER``, whose setup fails: the episode never opens.
+* ``broken``: the task at ``BROKEN_FOLDER``, whose setup fails: the episode never opens;
+* ``capped``: the ``solve`` script under verifiers' own ``max_turns`` of 1 (its interception
+  refuses the second call);
+* ``timeout``: one tool call, then the endpoint stalls past verifiers' rollout timeout (4 s
+  against a 60 s stall): ``launch`` is cancelled mid-call.
 
 ``python verifiers_v1_driver.py TASK_FOLDER BROKEN_FOLDER OUT_DIR`` prints one JSON object:
 per scenario each trace's reward, rewards, error, stop condition, turns, agentenv outcome
@@ -62,6 +66,14 @@ SCRIPTS: dict[str, list[ScriptedTurn]] = {
 }
 SCRIPTS["group"] = SCRIPTS["solve"]
 SCRIPTS["broken"] = SCRIPTS["solve"]
+SCRIPTS["capped"] = SCRIPTS["solve"]
+SCRIPTS["timeout"] = SCRIPTS["fail"]
+
+AGENT = {"capped": {"max_turns": 1}, "timeout": {"timeout": {"rollout": 4}}}
+"""verifiers' own agent settings per scenario (none for the others)."""
+
+FAULTS = {"fail": Fault(kind="500"), "timeout": Fault(kind="stall", stall_s=60)}
+"""What the endpoint does to every request after the first, per scenario."""
 
 
 def box_states() -> list[str]:
@@ -85,7 +97,7 @@ async def scenario(name: str, folder: str, out_dir: Path) -> dict[str, Any]:
 
     def faults(body: dict[str, Any]) -> Fault | None:
         done = sum(m["role"] == "assistant" for m in body["messages"])
-        return Fault(kind="500") if name == "fail" and done >= 1 else None
+        return FAULTS.get(name) if done >= 1 else None
 
     with K3Server(script, faults=faults) as server:
         config = EvalConfig.model_validate(
@@ -95,6 +107,7 @@ async def scenario(name: str, folder: str, out_dir: Path) -> dict[str, Any]:
                     "taskset": {"id": verifiers_v1.PLUGIN_ID, "tasks": [folder]},
                     "agent": {
                         "runtime": {"type": "subprocess"},
+                        **AGENT.get(name, {}),
                         # the taskset's own harness (the default when unset), pinned
                         # here to take its knobs
                         "harness": {"id": verifiers_v1.PLUGIN_ID, "backend": "docker"},
@@ -115,7 +128,7 @@ async def scenario(name: str, folder: str, out_dir: Path) -> dict[str, Any]:
     # the outcome as the trainer gets it: the run's traces.jsonl
     with (out_dir / name / "traces.jsonl").open() as lines:
         wire = [t for line in lines for t in json.loads(line)["traces"]]
-    outcome = wire[0]["info"]["agentenv"]
+    outcome = wire[0]["info"].get("agentenv")
     return {
         "harness": first.agent.config.harness.id if first.agent else None,
         "reward": first.reward,
@@ -123,8 +136,8 @@ async def scenario(name: str, folder: str, out_dir: Path) -> dict[str, Any]:
         "trace_rewards": first.rewards,
         "error": first.last_error.model_dump(mode="json") if first.last_error else None,
         "stop_condition": first.stop_condition,
-        "outcome": {k: v for k, v in outcome.items() if k != "trajectory"},
-        "trajectory": outcome["trajectory"] and sorted(outcome["trajectory"]),
+        "outcome": outcome and {k: v for k, v in outcome.items() if k != "trajectory"},
+        "trajectory": outcome and outcome["trajectory"] and sorted(outcome["trajectory"]),
         "turns": first.num_turns,
         "states_at_requests": seen,
         "left_after": box_states(),
