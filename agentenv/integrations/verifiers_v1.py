@@ -112,8 +112,7 @@ INFO_KEY = "agentenv"
 class Outcome(BaseModel):
     """A rollout's agentenv outcome (``trace.info["agentenv"]``): the hidden verifier's
     reward (``None`` until the episode ended by itself), why it ended, how many acts ran,
-    and the episode's trajectory (cost, phase timings, per-turn tokens where the endpoint
-    gives them)."""
+    and the episode's trajectory (its messages, phase timings, cost, the verifier's score)."""
 
     reward: float | None = None
     stop_reason: str | None = None
@@ -193,14 +192,13 @@ class AgentenvHarness(vf.Harness[AgentenvHarnessConfig]):  # type: ignore[misc]
         **kwargs: Any,
     ) -> Any:
         """Run the task's whole episode: open it, then model call, act, until it ends (its
-        outcome to ``trace.info["agentenv"]``); close it whatever happens. A model call that fails
-        raises (verifiers records it as the rollout's error)."""
+        outcome to ``trace.info["agentenv"]``); close it whatever happens. A model call that
+        fails raises (verifiers records it as the rollout's error)."""
         task = _tasks(tuple(data.paths)).get(data.id)
         if task is None:
             raise TaskError(f"no task {data.id!r} at {data.paths}")
         outcome = Outcome()
         trace.info[INFO_KEY] = outcome.model_dump(mode="json")  # even if it never opens
-        episode = await open_episode(task, limits=self.config.limits, backend=self.config.backend)
         # retries are the interception's (it owns the upstream client): one attempt here
         model = OpenAIChatModel(
             base_url=endpoint,
@@ -210,21 +208,24 @@ class AgentenvHarness(vf.Harness[AgentenvHarnessConfig]):  # type: ignore[misc]
             max_completion_tokens=self.config.max_completion_tokens,
         )
         try:
-            while not episode.done:
-                completion = await model.complete(episode.messages, episode.tools)
-                acted = await episode.act(completion)
-                outcome.acts += 1
-                if acted.done:
-                    outcome.reward = acted.reward
-                    outcome.stop_reason = acted.stop_reason
-                    if acted.trajectory is not None:
-                        outcome.trajectory = acted.trajectory.model_dump(mode="json")
-        finally:
-            trace.info[INFO_KEY] = outcome.model_dump(mode="json")
+            episode = await open_episode(
+                task, limits=self.config.limits, backend=self.config.backend
+            )
             try:
-                await episode.close()  # shielded: also when verifiers' timeout cancels us
+                while not episode.done:
+                    completion = await model.complete(episode.messages, episode.tools)
+                    acted = await episode.act(completion)
+                    outcome.acts += 1
+                    if acted.done:
+                        outcome.reward = acted.reward
+                        outcome.stop_reason = acted.stop_reason
+                        if acted.trajectory is not None:
+                            outcome.trajectory = acted.trajectory.model_dump(mode="json")
             finally:
-                await model.aclose()
+                trace.info[INFO_KEY] = outcome.model_dump(mode="json")
+                await episode.close()  # shielded: also when verifiers' timeout cancels us
+        finally:
+            await model.aclose()
         return vf.ProgramResult(exit_code=0, stdout="", stderr="")
 
 
