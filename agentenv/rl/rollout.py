@@ -445,6 +445,20 @@ class Rollout:
             await self._end_step()
         return self.done
 
+    async def offer(self) -> Offer:
+        """What the model is offered (the tools, the skills said in the instruction),
+        opened now if it is not; the sandbox is thawed for it."""
+        return await self._open()
+
+    async def close(self) -> None:
+        """Abandon the rollout: close the MCP sessions and remove the sandbox (no verdict;
+        the prepared state is the caller's to release)."""
+        try:
+            await self._close()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self.box.close()
+
     async def _open(self) -> Offer:
         """What the model is offered (opened now if it is not), the skills read the first
         time and said in the conversation not begun."""
