@@ -20,9 +20,12 @@ SCHEMA_DIR = ROOT / "agentenv" / "formats" / "schemas"
 SCHEMAS = sorted(p.name for p in SCHEMA_DIR.glob("*.schema.json"))
 VERIFIERS = sorted(p.name for p in (ROOT / "verifiers").iterdir() if p.is_file())
 MODULES = sorted(
-    str(p.relative_to(ROOT))
-    for p in (ROOT / "agentenv").rglob("*")
-    if p.suffix in (".py", ".sh", ".css", ".js")
+    [
+        str(p.relative_to(ROOT))
+        for p in (ROOT / "agentenv").rglob("*")
+        if p.suffix in (".py", ".sh", ".css", ".js")
+    ]
+    + ["agentenv_verifiers.py"]  # the top-level id verifiers.v1 loads agentenv by
 )
 
 TASK_TOML = """
@@ -64,7 +67,7 @@ def test_the_installed_wheel_verifies(tmp_path: Path) -> None:
     skip = shutil.ignore_patterns("__pycache__", "*.pyc")
     for name in ("agentenv", "verifiers"):
         shutil.copytree(ROOT / name, src / name, ignore=skip)
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("pyproject.toml", "README.md", "agentenv_verifiers.py"):
         shutil.copy(ROOT / name, src / name)
     # the wheel carries every module (and no other) and every checker program
     run(sys.executable, "-m", "pip", "wheel", "--no-deps",
