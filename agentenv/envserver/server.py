@@ -166,4 +166,9 @@ class EnvServer:
             if frame.type == "close":
                 await ws.close(1000)
                 return
-            await ws.send(await session.answer(frame))
+            try:
+                reply = await session.answer(frame)
+            except Exception as e:  # a bug of ours: this frame's answer, not the server
+                _log.exception("envserver.frame_failed", episode=session.episode_id)
+                reply = error_frame(ErrorCode.EXECUTION_ERROR, f"{type(e).__name__}: {e}")
+            await ws.send(reply)

@@ -28,6 +28,7 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
 from agentenv.envserver import EnvServer
+from agentenv.envserver.taskset import TaskSet, UnknownTask
 from agentenv.sandbox import get_backend
 from agentenv.sandbox.cgroup import cpu_usage_ns
 from agentenv.tasks import Task
@@ -247,6 +248,9 @@ async def test_a_dead_sandbox_closes_its_episode_with_an_error_and_the_session_g
             await client.step(message(("bash", {"command": "true"})))
         r = await client.reset(task_id="note")
         assert not r.done
+        (first,) = env.boxes()
+        await client.reset(task_id="other")  # a reset while one is open closes that one
+        assert gone(first) and env.boxes() != [first]
 
 
 async def test_a_dropped_connection_has_its_sandbox_removed(env: Running) -> None:
@@ -284,6 +288,15 @@ async def test_protocol_errors_are_answered_and_the_session_goes_on(env: Running
                 "error": None,
             },
         }
+
+
+def test_a_reset_gets_the_task_it_names_else_by_seed_else_the_next(tasks: list[Task]) -> None:
+    chosen = TaskSet(tasks)
+    assert chosen.pick("other").id == "other"
+    assert len({chosen.pick(seed=7).id for _ in range(5)}) == 1
+    assert [chosen.pick().id for _ in range(4)] == ["note", "other", "note", "other"]
+    with pytest.raises(UnknownTask, match=r"'missing'.*tasks: note, other"):
+        chosen.pick("missing")
 
 
 def http(url: str, body: bytes | None = None) -> tuple[int, dict[str, Any]]:
