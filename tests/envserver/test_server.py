@@ -76,19 +76,19 @@ def running(tasks: list[Task], **options: Any) -> Iterator[Running]:
     loop = asyncio.new_event_loop()
     ready = threading.Event()
     failed: list[BaseException] = []
+    serving = loop.create_task(server.serve_forever(ready=ready.set))
 
     def serve() -> None:
         asyncio.set_event_loop(loop)
         try:
-            loop.run_until_complete(server.start())
+            loop.run_until_complete(serving)
+        except asyncio.CancelledError:
+            pass
         except BaseException as e:
             failed.append(e)
+        finally:
             ready.set()
-            return
-        ready.set()
-        loop.run_forever()
-        loop.run_until_complete(server.close())
-        loop.close()
+            loop.close()
 
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
@@ -98,8 +98,10 @@ def running(tasks: list[Task], **options: Any) -> Iterator[Running]:
     try:
         yield Running(server, loop)
     finally:
-        loop.call_soon_threadsafe(loop.stop)
+        loop.call_soon_threadsafe(serving.cancel)
         thread.join(120)
+    if failed:
+        raise failed[0]
 
 
 @pytest.fixture(scope="module")
