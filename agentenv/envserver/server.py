@@ -26,6 +26,7 @@ from websockets.exceptions import ConnectionClosed
 from agentenv import log
 from agentenv.agent.trajectory import Limits
 from agentenv.envserver.http import Connection, routes
+from agentenv.envserver.prepared import PreparedTasks
 from agentenv.envserver.protocol import ErrorCode, ProtocolError, error_frame, parse_frame
 from agentenv.envserver.session import Session
 from agentenv.envserver.taskset import TaskSet
@@ -66,6 +67,7 @@ class EnvServer:
         self.limits = limits
         self.backend = backend
         self.sessions: set[Session] = set()
+        self.prepared = PreparedTasks(backend)
         self._server: Server | None = None
 
     @property
@@ -114,6 +116,7 @@ class EnvServer:
         if self._server is not None:
             self._server.close()
             await self._server.wait_closed()
+        await self.prepared.aclose()  # no session is left to use them
 
     async def __aenter__(self) -> EnvServer:
         await self.start()
@@ -151,7 +154,9 @@ class EnvServer:
             await ws.send(frame)
             await ws.close(1000, message[:120])
             return
-        session = Session(self.tasks, limits=self.limits, backend=self.backend)
+        session = Session(
+            self.tasks, limits=self.limits, backend=self.backend, prepared=self.prepared
+        )
         self.sessions.add(session)
         try:
             await self._serve(ws, session)

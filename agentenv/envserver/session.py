@@ -30,6 +30,7 @@ from agentenv.envserver.observation import (
     outcome,
     tool_outcomes,
 )
+from agentenv.envserver.prepared import PreparedTasks
 from agentenv.envserver.protocol import (
     CallTool,
     EpisodeState,
@@ -52,10 +53,19 @@ _log = log.get_logger(__name__)
 
 
 class Session:
-    """The episode of one connection, and the answer to each of its frames."""
+    """The episode of one connection, and the answer to each of its frames; its resets
+    start from the server's ``prepared`` tasks."""
 
-    def __init__(self, tasks: TaskSet, *, limits: Limits | None = None, backend: str | None = None):
+    def __init__(
+        self,
+        tasks: TaskSet,
+        *,
+        limits: Limits | None = None,
+        backend: str | None = None,
+        prepared: PreparedTasks,
+    ):
         self.tasks = tasks
+        self.prepared = prepared  # the server's: each task prepared once
         self.limits = limits
         self.backend = backend
         self.episode: DrivenEpisode | None = None
@@ -117,7 +127,10 @@ class Session:
         self.step_count, self.failed, self._acts_s = 0, None, 0.0
         started = time.monotonic()
         try:
-            episode = await open_episode(task, limits=self.limits, backend=self.backend)
+            prepared = await self.prepared.get(task)
+            episode = await open_episode(
+                task, limits=self.limits, backend=self.backend, prepared=prepared
+            )
         except Exception as e:  # preparing the task failed: this reset, not the server
             _log.warning("envserver.reset_failed", task=task.id, error=f"{type(e).__name__}: {e}")
             self.failed = f"could not prepare task {task.id!r}: {e}"

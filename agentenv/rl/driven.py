@@ -36,7 +36,7 @@ from agentenv.agent.trajectory import Limits, StopReason, Trajectory
 from agentenv.errors import AgentenvError
 from agentenv.model.types import Completion, StreamEvent, ToolCall
 from agentenv.rl.rollout import Rollout, start
-from agentenv.runner.episode import release
+from agentenv.runner.episode import Prepared, release
 from agentenv.tasks import Task
 
 __all__ = ["Acted", "ActionError", "DrivenEpisode", "EpisodeOver", "open_episode"]
@@ -134,7 +134,14 @@ def completion_of(message: dict[str, Any] | Completion) -> Completion:
 class DrivenEpisode:
     """One episode driven by :meth:`act` (made by :func:`open_episode`)."""
 
-    def __init__(self, rollout: Rollout, model: _Given, tools: list[dict[str, Any]]):
+    def __init__(
+        self,
+        rollout: Rollout,
+        model: _Given,
+        tools: list[dict[str, Any]],
+        *,
+        owns_prepared: bool = True,
+    ):
         self._rollout = rollout
         self._model = model
         self.tools = tools
@@ -142,7 +149,7 @@ class DrivenEpisode:
         self._lock = anyio.Lock()
         self._since = time.monotonic()  # when the sandbox was last frozen for the caller
         self._over = False
-        self._released = False
+        self._released = not owns_prepared  # a shared prepared state is the caller's
         self.result: Acted | None = None
         """The act that ended the episode, once it has."""
 
@@ -242,14 +249,25 @@ async def open_episode(
     limits: Limits | None = None,
     backend: str | None = None,
     version: int | str | None = None,
+    prepared: Prepared | None = None,
 ) -> DrivenEpisode:
     """Prepare ``task`` (its setup once; a sandbox at the prepared state), open what the
     policy is offered (the tools, the skills in the instruction) and freeze the sandbox
-    until the first :meth:`~DrivenEpisode.act`. ``version`` is stamped on every turn."""
+    until the first :meth:`~DrivenEpisode.act`. ``version`` is stamped on every turn.
+    With ``prepared`` (the task's, from :func:`~agentenv.runner.prepare`), the sandbox
+    starts from it instead: many episodes share one setup; it stays the caller's to
+    release."""
     model = _Given()
+    owned = prepared is None
     # never suspended: its sandbox is this process's, collected by `gc` once it is gone
     rollout = await start(
-        task, model, limits=limits, version=version, backend=backend, outlive=False
+        task,
+        model,
+        limits=limits,
+        version=version,
+        backend=backend,
+        outlive=False,
+        prepared=prepared,
     )
     assert isinstance(rollout, Rollout)  # no agent= here: the caller is the agent
     try:
@@ -258,6 +276,7 @@ async def open_episode(
     except BaseException:
         with anyio.CancelScope(shield=True):
             await rollout.close()
-            await release(rollout.prepared)
+            if owned:
+                await release(rollout.prepared)
         raise
-    return DrivenEpisode(rollout, model, tool_schemas(offer.tools))
+    return DrivenEpisode(rollout, model, tool_schemas(offer.tools), owns_prepared=owned)

@@ -18,6 +18,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Coroutine, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, TypeVar
 
 import anyio
@@ -253,6 +254,28 @@ async def test_a_dead_sandbox_closes_its_episode_with_an_error_and_the_session_g
         (first,) = env.boxes()
         await client.reset(task_id="other")  # a reset while one is open closes that one
         assert gone(first) and env.boxes() != [first]
+
+
+async def test_a_tasks_setup_runs_once_and_every_reset_forks_its_state(tmp_path: Path) -> None:
+    task = make_task(tmp_path, "setup", setup="head -c 8 /dev/urandom | od -An -tx1 > /opt/stamp")
+    with running([task]) as server:
+        stamps = []
+        for _ in range(2):
+            async with GenericEnvClient(base_url=server.url) as client:
+                await client.reset()
+                r = await client.step(message(("bash", {"command": "cat /opt/stamp"})))
+                stamps.append(r.observation["tool_results"][0]["text"].strip())
+        assert stamps[0] and stamps[0] == stamps[1]
+        (prepared,) = server.server.prepared._ready.values()
+        assert prepared.snapshot is not None
+        ref = prepared.snapshot.ref.removeprefix("sha256:")
+
+        def held() -> bool:
+            left = [x.id.removeprefix("sha256:") for x in get_backend("docker").leftovers()]
+            return any(ref.startswith(x) or x.startswith(ref) for x in left if x)
+
+        assert held()
+    assert not held()  # the server stopped: its prepared snapshot is released
 
 
 async def test_a_dropped_connection_has_its_sandbox_removed(env: Running) -> None:
