@@ -288,6 +288,19 @@ async def test_a_dropped_connection_has_its_sandbox_removed(env: Running) -> Non
     await wait_until(lambda: not env.server.sessions, "the dropped session released")
 
 
+async def test_pings_are_answered_while_a_long_step_runs(env: Running) -> None:
+    # a client that gives up after 0.5 s without a pong (OpenEnv's: 20 s) through a 3 s step
+    url = env.url.replace("http", "ws") + "/ws"
+    async with connect(url, ping_interval=0.25, ping_timeout=0.5) as ws:
+        await ws.send(json.dumps({"type": "reset", "data": {"task_id": "note"}}))
+        assert json.loads(await ws.recv())["type"] == "observation"
+        step = message(("bash", {"command": "sleep 3; echo slept"}))
+        await ws.send(json.dumps({"type": "step", "data": step}))
+        reply = json.loads(await ws.recv())
+        assert reply["type"] == "observation", reply
+        assert "slept" in reply["data"]["observation"]["tool_results"][0]["text"]
+
+
 async def test_protocol_errors_are_answered_and_the_session_goes_on(env: Running) -> None:
     async with connect(env.url.replace("http", "ws") + "/ws") as ws:
         for sent, code in [
