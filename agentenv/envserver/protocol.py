@@ -34,6 +34,7 @@ __all__ = [
     "ResetData",
     "error_frame",
     "observation_frame",
+    "one_line",
     "parse_action",
     "parse_frame",
     "state_frame",
@@ -165,7 +166,7 @@ def parse_action(data: dict[str, Any]) -> Action:
             return CallTool.model_validate(data)
     except ValidationError as e:
         raise ProtocolError(
-            ErrorCode.VALIDATION_ERROR, f"Invalid {kind} action: {_brief(e)}"
+            ErrorCode.VALIDATION_ERROR, f"Invalid {kind} action: {one_line(e)}"
         ) from e
     if kind is not None:
         raise ProtocolError(
@@ -183,7 +184,7 @@ def parse_action(data: dict[str, Any]) -> Action:
     return data
 
 
-def _brief(e: ValidationError) -> str:
+def one_line(e: ValidationError) -> str:
     """A validation error in one line (OpenEnv's client shows only the message)."""
     return "; ".join(
         f"{'.'.join(str(p) for p in err['loc']) or 'action'}: {err['msg']}" for err in e.errors()

@@ -41,6 +41,7 @@ from agentenv.envserver.protocol import (
     ResetData,
     error_frame,
     observation_frame,
+    one_line,
     parse_action,
     state_frame,
 )
@@ -117,7 +118,7 @@ class Session:
         try:
             asked = ResetData.model_validate(data or {})
         except ValidationError as e:
-            raise ProtocolError(ErrorCode.VALIDATION_ERROR, f"Invalid reset: {e}") from e
+            raise ProtocolError(ErrorCode.VALIDATION_ERROR, f"Invalid reset: {one_line(e)}") from e
         try:
             task = self.tasks.pick(asked.task_id, asked.seed)
         except UnknownTask as e:
