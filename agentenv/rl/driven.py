@@ -31,12 +31,12 @@ from typing import Any
 import anyio
 from pydantic import BaseModel
 
-from agentenv.agent.tools import tool_schemas
+from agentenv.agent.tools import ToolResult, tool_schemas
 from agentenv.agent.trajectory import Limits, StopReason, Trajectory
 from agentenv.errors import AgentenvError
 from agentenv.model.types import Completion, StreamEvent, ToolCall
 from agentenv.rl.rollout import Rollout, start
-from agentenv.runner.episode import release
+from agentenv.runner.episode import Prepared, release
 from agentenv.tasks import Task
 
 __all__ = ["Acted", "ActionError", "DrivenEpisode", "EpisodeOver", "open_episode"]
@@ -53,10 +53,13 @@ class EpisodeOver(AgentenvError):
 class Acted(BaseModel):
     """What one act gave back: the messages it added after the policy's own (tool results,
     and a multi-step task's next instruction), whether the episode is over, and then its
-    reward (``None`` for a task without a verifier), why it ended and its trajectory."""
+    reward (``None`` for a task without a verifier), why it ended and its trajectory.
+    ``tool_results`` are the turn's calls as they ran (their ``error`` flag, full output),
+    in the order of the message's ``tool_calls`` (none when a limit ended it first)."""
 
     messages: list[dict[str, Any]]
     done: bool
+    tool_results: list[ToolResult] = []
     reward: float | None = None
     stop_reason: StopReason | None = None
     trajectory: Trajectory | None = None
@@ -86,7 +89,8 @@ def completion_of(message: dict[str, Any] | Completion) -> Completion:
     """An assistant message in OpenAI's chat form (``content``, ``reasoning_content``,
     ``tool_calls`` of ``{"id", "function": {"name", "arguments"}}``; ``arguments`` as JSON
     text or an object; a call may also be flat ``{"name", "arguments"}``), with optional
-    ``token_ids`` and ``logprobs`` of the policy's own, as the turn's :class:`Completion`.
+    ``token_ids``, ``logprobs`` and ``prompt_token_ids`` of the policy's own (what the token
+    export concatenates), as the turn's :class:`Completion`.
     :class:`ActionError` names what is wrong."""
     if isinstance(message, Completion):
         return message
@@ -120,6 +124,7 @@ def completion_of(message: dict[str, Any] | Completion) -> Completion:
             tool_calls=calls,
             finish_reason="tool_calls" if calls else "stop",
             token_ids=token_ids,
+            prompt_token_ids=message.get("prompt_token_ids"),
             logprobs=logprobs,
         )
     except ValueError as e:  # token_ids / logprobs of the wrong shape
@@ -129,7 +134,14 @@ def completion_of(message: dict[str, Any] | Completion) -> Completion:
 class DrivenEpisode:
     """One episode driven by :meth:`act` (made by :func:`open_episode`)."""
 
-    def __init__(self, rollout: Rollout, model: _Given, tools: list[dict[str, Any]]):
+    def __init__(
+        self,
+        rollout: Rollout,
+        model: _Given,
+        tools: list[dict[str, Any]],
+        *,
+        owns_prepared: bool = True,
+    ):
         self._rollout = rollout
         self._model = model
         self.tools = tools
@@ -137,7 +149,7 @@ class DrivenEpisode:
         self._lock = anyio.Lock()
         self._since = time.monotonic()  # when the sandbox was last frozen for the caller
         self._over = False
-        self._released = False
+        self._released = not owns_prepared  # a shared prepared state is the caller's
         self.result: Acted | None = None
         """The act that ended the episode, once it has."""
 
@@ -186,17 +198,19 @@ class DrivenEpisode:
             with anyio.CancelScope(shield=True):
                 await self.close()
             raise
+        results: list[ToolResult] = []
         if len(conversation.turns) > turns:  # a limit may end it before the turn
             turn = conversation.turns[-1]
             conversation.paused_s += thinking_s - turn.paused_s
             turn.model_s = turn.paused_s = thinking_s
+            results = turn.tool_results
         added = conversation.messages[seen + 1 :]  # after the policy's own message
         if self._rollout.trajectory is not conversation:  # a new step's conversation
             added = [*added, *self._rollout.trajectory.messages[1:]]
         if not ended:
             await self._rollout.box.pause()
             self._since = time.monotonic()
-            return Acted(messages=added, done=False)
+            return Acted(messages=added, done=False, tool_results=results)
         self._over = True
         try:
             trajectory = await self._rollout.finish()
@@ -205,6 +219,7 @@ class DrivenEpisode:
         self.result = Acted(
             messages=added,
             done=True,
+            tool_results=results,
             reward=trajectory.reward,
             stop_reason=trajectory.stop_reason,
             trajectory=trajectory,
@@ -234,12 +249,26 @@ async def open_episode(
     limits: Limits | None = None,
     backend: str | None = None,
     version: int | str | None = None,
+    prepared: Prepared | None = None,
 ) -> DrivenEpisode:
     """Prepare ``task`` (its setup once; a sandbox at the prepared state), open what the
     policy is offered (the tools, the skills in the instruction) and freeze the sandbox
-    until the first :meth:`~DrivenEpisode.act`. ``version`` is stamped on every turn."""
+    until the first :meth:`~DrivenEpisode.act`. ``version`` is stamped on every turn.
+    With ``prepared`` (the task's, from :func:`~agentenv.runner.prepare`), the sandbox
+    starts from it instead: many episodes share one setup; it stays the caller's to
+    release."""
     model = _Given()
-    rollout = await start(task, model, limits=limits, version=version, backend=backend)
+    owned = prepared is None
+    # never suspended: its sandbox is this process's, collected by `gc` once it is gone
+    rollout = await start(
+        task,
+        model,
+        limits=limits,
+        version=version,
+        backend=backend,
+        outlive=False,
+        prepared=prepared,
+    )
     assert isinstance(rollout, Rollout)  # no agent= here: the caller is the agent
     try:
         offer = await rollout.offer()
@@ -247,6 +276,7 @@ async def open_episode(
     except BaseException:
         with anyio.CancelScope(shield=True):
             await rollout.close()
-            await release(rollout.prepared)
+            if owned:
+                await release(rollout.prepared)
         raise
-    return DrivenEpisode(rollout, model, tool_schemas(offer.tools))
+    return DrivenEpisode(rollout, model, tool_schemas(offer.tools), owns_prepared=owned)

@@ -594,27 +594,36 @@ async def start(
     version: int | str | None = None,
     backend: str | None = None,
     agent: Agent = None,
+    outlive: bool = True,
+    prepared: Prepared | None = None,
 ) -> Rollout | HarnessRollout:
     """A partial rollout, ready to :meth:`~Rollout.step`. Its sandbox (and its prepared
     snapshot, if the task has a setup) may outlive this process once suspended: only their
-    TTL lets ``agentenv gc`` remove them.
+    TTL lets ``agentenv gc`` remove them. With ``outlive=False`` (a rollout that is never
+    suspended) they are this process's: ``gc`` collects them as soon as it is gone.
+    ``prepared``: the task's prepared state to start from (shared, the caller's to
+    release), instead of preparing it here.
 
     With ``agent`` (a harness), a :class:`~agentenv.rl.harness_rollout.HarnessRollout`:
     each step lets the harness make one model call; suspended, it waits on the next one
     with its sandbox frozen, and resumes in any process on this host."""
     harness = _harness_for(task, agent)
-    keep_s = SandboxSpec().ttl_s if task.setup else None
-    prepared = await prepare(task, keep_s=keep_s, backend=backend, steps=True)
+    owned = prepared is None
+    if prepared is None:
+        keep_s = SandboxSpec().ttl_s if task.setup and outlive else None
+        prepared = await prepare(task, keep_s=keep_s, backend=backend, steps=True)
     if harness is not None:
         try:
             return await _start_harness(prepared, model_for(policy, task), harness, limits, version)
         except BaseException:
-            await release(prepared)
+            if owned:
+                await release(prepared)
             raise
     try:
-        box = await start_sandbox(prepared, outlive_owner=True)
+        box = await start_sandbox(prepared, outlive_owner=outlive)
     except BaseException:
-        await release(prepared)
+        if owned:
+            await release(prepared)
         raise
     return Rollout(prepared, model_for(policy, task), box, limits=limits, version=version)
 
