@@ -276,7 +276,8 @@ def serve_on_ray(
                 flush=True,
             )
         counts = {s.tasks for s in nodes.servers}
-        tasks = str(counts.pop()) if len(counts) == 1 and None not in counts else "?"
+        n = counts.pop() if len(counts) == 1 else None
+        tasks = "? tasks" if n is None else f"{n} task{'s' if n != 1 else ''}"
         asyncio.run(_serve_front(nodes.servers, host, port, tasks))
     finally:
         nodes.stop()
@@ -289,5 +290,5 @@ async def _serve_front(servers: list[NodeServer], host: str, port: int, tasks: s
         loop.add_signal_handler(sig, stop.set)
     async with open_front(servers, host, port) as (_front, server):
         bound = server.sockets[0].getsockname()[1]
-        print(f"agentenv serve-env listening on http://{host}:{bound} ({tasks} tasks)", flush=True)
+        print(f"agentenv serve-env listening on http://{host}:{bound} ({tasks})", flush=True)
         await stop.wait()

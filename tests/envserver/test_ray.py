@@ -49,7 +49,7 @@ def _start(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[
 def _wait_for(pattern: str, log: Path, proc: subprocess.Popen[bytes]) -> None:
     while not re.search(pattern, log.read_text(errors="replace")):
         if proc.poll() is not None:
-            raise RuntimeError(f"{proc.args} exited:\n{log.read_text()[-3000:]}")
+            raise RuntimeError(f"{proc.args!r} exited:\n{log.read_text()[-3000:]}")
         time.sleep(0.2)
 
 
@@ -113,10 +113,9 @@ class Served:
         """The front's ``GET /health``, over real HTTP (503 too: it still says why)."""
         try:
             with urllib.request.urlopen(self.url + "/health", timeout=30) as r:
-                body: dict[str, Any] = json.load(r)
+                return dict(json.load(r))
         except urllib.error.HTTPError as e:
-            body = json.load(e)
-        return body
+            return dict(json.load(e))
 
     def settled(self) -> dict[str, Any]:
         """``/health`` once the sessions closed by the client are let go by the front too
@@ -128,7 +127,8 @@ class Served:
 
     def node_of_open_session(self) -> dict[str, Any]:
         """The one node with a session open through the front."""
-        (node,) = [n for n in self.health()["nodes"] if n["active_sessions"] == 1]
+        nodes: list[dict[str, Any]] = self.health()["nodes"]
+        (node,) = [n for n in nodes if n["active_sessions"] == 1]
         return node
 
 
@@ -153,7 +153,7 @@ def served(cluster: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[S
     try:
         for line in proc.stdout:
             lines.append(line)
-            found = re.search(r"listening on (http://\S+) \((\d+|\?) tasks\)", line)
+            found = re.search(r"listening on (http://\S+) \((\d+|\?) tasks?\)", line)
             if found:
                 url = found[1]
                 break
@@ -181,14 +181,14 @@ async def play(env: GenericEnvClient) -> float | None:
     await env.step(act("bash", command="echo ok > answer.txt"))
     last = await env.step(act("submit"))
     assert last.done
-    return last.reward
+    return None if last.reward is None else float(last.reward)
 
 
 async def test_sessions_through_one_url_land_on_both_nodes_and_are_rewarded(
     served: Served,
 ) -> None:
     assert sum("serves at http://" in line for line in served.lines) == 2  # a server a node
-    assert "(1 tasks)" in served.lines[-1]
+    assert "(1 task)" in served.lines[-1]  # what each node said it serves
     async with GenericEnvClient(base_url=served.url) as a:
         await a.reset()
         first = served.node_of_open_session()
