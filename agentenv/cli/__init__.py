@@ -16,6 +16,7 @@ from agentenv.cli import episode  # noqa: F401
 from agentenv.cli import view  # noqa: F401
 from agentenv.cli import validate  # noqa: F401
 from agentenv.cli import machine  # noqa: F401
+from agentenv.cli import serve_env  # noqa: F401
 
 # isort: on
 

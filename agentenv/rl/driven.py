@@ -31,7 +31,7 @@ from typing import Any
 import anyio
 from pydantic import BaseModel
 
-from agentenv.agent.tools import tool_schemas
+from agentenv.agent.tools import ToolResult, tool_schemas
 from agentenv.agent.trajectory import Limits, StopReason, Trajectory
 from agentenv.errors import AgentenvError
 from agentenv.model.types import Completion, StreamEvent, ToolCall
@@ -53,10 +53,13 @@ class EpisodeOver(AgentenvError):
 class Acted(BaseModel):
     """What one act gave back: the messages it added after the policy's own (tool results,
     and a multi-step task's next instruction), whether the episode is over, and then its
-    reward (``None`` for a task without a verifier), why it ended and its trajectory."""
+    reward (``None`` for a task without a verifier), why it ended and its trajectory.
+    ``tool_results`` are the turn's calls as they ran (their ``error`` flag, full output),
+    in the order of the message's ``tool_calls`` (none when a limit ended it first)."""
 
     messages: list[dict[str, Any]]
     done: bool
+    tool_results: list[ToolResult] = []
     reward: float | None = None
     stop_reason: StopReason | None = None
     trajectory: Trajectory | None = None
@@ -86,7 +89,8 @@ def completion_of(message: dict[str, Any] | Completion) -> Completion:
     """An assistant message in OpenAI's chat form (``content``, ``reasoning_content``,
     ``tool_calls`` of ``{"id", "function": {"name", "arguments"}}``; ``arguments`` as JSON
     text or an object; a call may also be flat ``{"name", "arguments"}``), with optional
-    ``token_ids`` and ``logprobs`` of the policy's own, as the turn's :class:`Completion`.
+    ``token_ids``, ``logprobs`` and ``prompt_token_ids`` of the policy's own (what the token
+    export concatenates), as the turn's :class:`Completion`.
     :class:`ActionError` names what is wrong."""
     if isinstance(message, Completion):
         return message
@@ -120,6 +124,7 @@ def completion_of(message: dict[str, Any] | Completion) -> Completion:
             tool_calls=calls,
             finish_reason="tool_calls" if calls else "stop",
             token_ids=token_ids,
+            prompt_token_ids=message.get("prompt_token_ids"),
             logprobs=logprobs,
         )
     except ValueError as e:  # token_ids / logprobs of the wrong shape
@@ -186,17 +191,19 @@ class DrivenEpisode:
             with anyio.CancelScope(shield=True):
                 await self.close()
             raise
+        results: list[ToolResult] = []
         if len(conversation.turns) > turns:  # a limit may end it before the turn
             turn = conversation.turns[-1]
             conversation.paused_s += thinking_s - turn.paused_s
             turn.model_s = turn.paused_s = thinking_s
+            results = turn.tool_results
         added = conversation.messages[seen + 1 :]  # after the policy's own message
         if self._rollout.trajectory is not conversation:  # a new step's conversation
             added = [*added, *self._rollout.trajectory.messages[1:]]
         if not ended:
             await self._rollout.box.pause()
             self._since = time.monotonic()
-            return Acted(messages=added, done=False)
+            return Acted(messages=added, done=False, tool_results=results)
         self._over = True
         try:
             trajectory = await self._rollout.finish()
@@ -205,6 +212,7 @@ class DrivenEpisode:
         self.result = Acted(
             messages=added,
             done=True,
+            tool_results=results,
             reward=trajectory.reward,
             stop_reason=trajectory.stop_reason,
             trajectory=trajectory,
@@ -239,7 +247,10 @@ async def open_episode(
     policy is offered (the tools, the skills in the instruction) and freeze the sandbox
     until the first :meth:`~DrivenEpisode.act`. ``version`` is stamped on every turn."""
     model = _Given()
-    rollout = await start(task, model, limits=limits, version=version, backend=backend)
+    # never suspended: its sandbox is this process's, collected by `gc` once it is gone
+    rollout = await start(
+        task, model, limits=limits, version=version, backend=backend, outlive=False
+    )
     assert isinstance(rollout, Rollout)  # no agent= here: the caller is the agent
     try:
         offer = await rollout.offer()

@@ -594,16 +594,18 @@ async def start(
     version: int | str | None = None,
     backend: str | None = None,
     agent: Agent = None,
+    outlive: bool = True,
 ) -> Rollout | HarnessRollout:
     """A partial rollout, ready to :meth:`~Rollout.step`. Its sandbox (and its prepared
     snapshot, if the task has a setup) may outlive this process once suspended: only their
-    TTL lets ``agentenv gc`` remove them.
+    TTL lets ``agentenv gc`` remove them. With ``outlive=False`` (a rollout that is never
+    suspended) they are this process's: ``gc`` collects them as soon as it is gone.
 
     With ``agent`` (a harness), a :class:`~agentenv.rl.harness_rollout.HarnessRollout`:
     each step lets the harness make one model call; suspended, it waits on the next one
     with its sandbox frozen, and resumes in any process on this host."""
     harness = _harness_for(task, agent)
-    keep_s = SandboxSpec().ttl_s if task.setup else None
+    keep_s = SandboxSpec().ttl_s if task.setup and outlive else None
     prepared = await prepare(task, keep_s=keep_s, backend=backend, steps=True)
     if harness is not None:
         try:
@@ -612,7 +614,7 @@ async def start(
             await release(prepared)
             raise
     try:
-        box = await start_sandbox(prepared, outlive_owner=True)
+        box = await start_sandbox(prepared, outlive_owner=outlive)
     except BaseException:
         await release(prepared)
         raise
