@@ -139,7 +139,7 @@ def served(cluster: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[S
     tasks = make_tasks(tmp_path_factory.mktemp("envs"))
     code = (
         "from agentenv.envserver.ray import serve_on_ray; "
-        f"serve_on_ray({cluster!r}, [{str(tasks)!r}], '127.0.0.1', 0, 1)"
+        f"serve_on_ray({cluster!r}, [{str(tasks)!r}], '127.0.0.1', 0, 1, ['--backend', 'docker'])"
     )
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(
