@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import re
 import signal
@@ -86,7 +87,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         for proc in reversed(started):  # the worker node, then the head
             os.killpg(proc.pid, signal.SIGTERM)
             with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(30)
+                proc.wait(10)  # `ray start --block` may linger on its gcs_server
             with contextlib.suppress(ProcessLookupError):  # what lingers (a gcs_server)
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
@@ -251,3 +252,49 @@ async def test_a_node_server_killed_mid_session_fails_that_session_only(
         await c.reset()
         assert served.node_of_open_session()["url"] != doomed["url"]
         assert await play(c) == 1.0
+
+
+BROKEN_ON_ONE_NODE = """
+import os, sys
+try:  # the first node to get here is the broken one; the other serves
+    os.close(os.open(sys.argv[1], os.O_CREAT | os.O_EXCL))
+except FileExistsError:
+    from agentenv.cli import main
+    sys.argv[:2] = ["agentenv"]
+    main()
+else:
+    sys.exit("this node's agentenv is broken")
+"""
+
+
+def test_a_node_whose_server_does_not_start_is_named_and_the_others_serve(
+    cluster: str, tmp_path: Path
+) -> None:
+    import ray
+
+    from agentenv.envserver.ray import NodeServersFailed, start_node_servers
+
+    tasks = make_tasks(tmp_path)
+    ray.init(address=cluster, log_to_driver=False, logging_level=logging.WARNING)
+    try:
+        flag = str(tmp_path / "broken")
+        command = [sys.executable, "-c", BROKEN_ON_ONE_NODE, flag, "serve-env"]
+        nodes = start_node_servers(
+            [str(tasks)], 1, extra_args=["--backend", "docker"], command=command
+        )
+        try:
+            assert len(nodes.servers) == 1  # the other node serves
+            ((name, why),) = nodes.failed.items()
+            assert "this node's agentenv is broken" in why and "exited 1" in why
+            assert name.split(":")[-1] != nodes.servers[0].name.split(":")[-1]  # the other node
+            with urllib.request.urlopen(nodes.servers[0].url + "/health", timeout=30) as r:
+                assert r.status == 200
+        finally:
+            nodes.stop()
+        # no node starts: the error names each one and why
+        with pytest.raises(NodeServersFailed) as none:
+            start_node_servers([str(tmp_path / "no-such-tasks")], 1)
+        assert str(none.value).count("- node ") == 2
+        assert "no-such-tasks" in str(none.value)
+    finally:
+        ray.shutdown()
