@@ -18,10 +18,9 @@ nodes need no shared storage; every node needs agentenv installed and its engine
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import ctypes
 import io
 import logging
+import os
 import re
 import shutil
 import signal
@@ -64,10 +63,20 @@ def serve_env_command() -> list[str]:
     return [sys.executable, "-m", "agentenv", "serve-env"]
 
 
-def _die_with_parent() -> None:
-    """In the child, before exec: SIGTERM when the actor's process ends (Linux prctl)."""
-    with contextlib.suppress(OSError):  # not Linux: the actor's stop() and __del__ remain
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+# Run first in the child: the kernel sends it SIGTERM when the actor's process ends (Linux
+# prctl PR_SET_PDEATHSIG, kept across exec), then it becomes the server. A launcher rather
+# than a preexec_fn, which is unsafe in a process with threads (a Ray worker has many); an
+# actor gone before the prctl took hold is seen in getppid, and the server never starts.
+_LAUNCH = """
+import ctypes, os, signal, sys
+try:
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)
+except (OSError, AttributeError):  # not Linux: the actor's stop() and __del__ remain
+    pass
+if os.getppid() != int(sys.argv[1]):
+    sys.exit("the actor that started serve-env is gone")
+os.execvp(sys.argv[2], sys.argv[2:])
+"""
 
 
 def _pack(path: Path) -> bytes:
@@ -114,12 +123,11 @@ class _NodeServer:
         ]
         with out_path.open("wb") as out:
             self._proc = subprocess.Popen(
-                argv,
+                [sys.executable, "-c", _LAUNCH, str(os.getpid()), *argv],
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 cwd=self._dir,
-                preexec_fn=_die_with_parent,
             )
         deadline = time.monotonic() + timeout_s
         while True:
@@ -170,24 +178,25 @@ _Actor: Any = ray.remote(num_cpus=0, max_restarts=0)(_NodeServer)
 
 
 class NodeServers:
-    """The servers started on the cluster's nodes (those that started), and their actors;
-    :meth:`stop` ends them all (so does the driver's exit: the actors go, and with them
-    their servers)."""
+    """The servers started on the cluster's nodes (those that started), the Ray actors that
+    hold them (one a server, in the same order), and the nodes left out (name -> why);
+    :meth:`stop` ends them all. So does the driver's exit, or killing an actor: the actor
+    goes, and its server with it."""
 
     def __init__(self, servers: list[NodeServer], actors: list[Any], failed: dict[str, str]):
         self.servers = servers
-        self.failed = failed  # node name -> why its server did not start
-        self._actors = actors
+        self.actors = actors
+        self.failed = failed
 
     def stop(self) -> None:
-        """Stop every node's server and its actor."""
-        for actor in self._actors:
+        """Stop every node's server (SIGTERM: it closes its episodes) and its actor."""
+        for actor in self.actors:
             try:
                 ray.get(actor.stop.remote(), timeout=30)
             except Exception as e:  # the node or the actor is gone already
                 log.info("ray.node_server_stop", error=str(e)[:200])
             ray.kill(actor)
-        self._actors = []
+        self.actors = []
 
 
 def start_node_servers(

@@ -87,7 +87,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         for proc in reversed(started):  # the worker node, then the head
             os.killpg(proc.pid, signal.SIGTERM)
             with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(10)  # `ray start --block` may linger on its gcs_server
+                proc.wait(5)  # `ray start --block` may linger on its gcs_server
             with contextlib.suppress(ProcessLookupError):  # what lingers (a gcs_server)
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
@@ -289,6 +289,13 @@ def test_a_node_whose_server_does_not_start_is_named_and_the_others_serve(
             assert name.split(":")[-1] != nodes.servers[0].name.split(":")[-1]  # the other node
             with urllib.request.urlopen(nodes.servers[0].url + "/health", timeout=30) as r:
                 assert r.status == 200
+            # an actor killed outright (no stop()) takes its server along
+            ray.kill(nodes.actors[0])
+            pid = nodes.servers[0].pid
+            deadline = time.monotonic() + 60  # a bound, not a figure
+            while Path(f"/proc/{pid}").exists() and _state(pid) != "Z":
+                assert time.monotonic() < deadline, "the server outlived its actor"
+                time.sleep(0.1)
         finally:
             nodes.stop()
         # no node starts: the error names each one and why
@@ -298,3 +305,11 @@ def test_a_node_whose_server_does_not_start_is_named_and_the_others_serve(
         assert "no-such-tasks" in str(none.value)
     finally:
         ray.shutdown()
+
+
+def _state(pid: int | None) -> str:
+    """A process's state letter (Z: a zombie, dead but not yet reaped)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return "gone"
