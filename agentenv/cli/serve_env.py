@@ -66,21 +66,19 @@ def serve_env(
         backend=backend or backend_of(ctx),
     )
 
-    async def main() -> None:
-        try:
-            await server.start()
-        except OSError as e:  # the port is taken, the address not this host's
-            raise _fail(f"cannot listen on {host}:{port}: {e}", ExitCode.FAILED) from e
+    def listening() -> None:
         n = len(tasks)
         out.print(
             f"agentenv serve-env listening on {server.url} ({n} task{'s' if n != 1 else ''})",
             highlight=False,
             soft_wrap=True,
         )
+
+    async def main() -> None:
         try:
-            await server.serve_forever()
-        finally:
-            await server.close()
+            await server.serve_forever(ready=listening)
+        except OSError as e:  # the port is taken, the address not this host's
+            raise _fail(f"cannot listen on {host}:{port}: {e}", ExitCode.FAILED) from e
 
     try:
         anyio.run(main)

@@ -27,8 +27,11 @@ __all__ = [
     "ResetObservation",
     "ToolCallObservation",
     "ToolError",
+    "ToolOutcome",
     "mcp_tools",
     "outcome",
+    "timings",
+    "tool_outcomes",
 ]
 
 

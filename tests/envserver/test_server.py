@@ -28,6 +28,7 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
 from agentenv.envserver import EnvServer
+from agentenv.envserver.taskset import TaskSet, UnknownTask
 from agentenv.sandbox import get_backend
 from agentenv.sandbox.cgroup import cpu_usage_ns
 from agentenv.tasks import Task
@@ -75,19 +76,19 @@ def running(tasks: list[Task], **options: Any) -> Iterator[Running]:
     loop = asyncio.new_event_loop()
     ready = threading.Event()
     failed: list[BaseException] = []
+    serving = loop.create_task(server.serve_forever(ready=ready.set))
 
     def serve() -> None:
         asyncio.set_event_loop(loop)
         try:
-            loop.run_until_complete(server.start())
+            loop.run_until_complete(serving)
+        except asyncio.CancelledError:
+            pass
         except BaseException as e:
             failed.append(e)
+        finally:
             ready.set()
-            return
-        ready.set()
-        loop.run_forever()
-        loop.run_until_complete(server.close())
-        loop.close()
+            loop.close()
 
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
@@ -97,8 +98,10 @@ def running(tasks: list[Task], **options: Any) -> Iterator[Running]:
     try:
         yield Running(server, loop)
     finally:
-        loop.call_soon_threadsafe(loop.stop)
+        loop.call_soon_threadsafe(serving.cancel)
         thread.join(120)
+    if failed:
+        raise failed[0]
 
 
 @pytest.fixture(scope="module")
@@ -247,6 +250,9 @@ async def test_a_dead_sandbox_closes_its_episode_with_an_error_and_the_session_g
             await client.step(message(("bash", {"command": "true"})))
         r = await client.reset(task_id="note")
         assert not r.done
+        (first,) = env.boxes()
+        await client.reset(task_id="other")  # a reset while one is open closes that one
+        assert gone(first) and env.boxes() != [first]
 
 
 async def test_a_dropped_connection_has_its_sandbox_removed(env: Running) -> None:
@@ -284,6 +290,15 @@ async def test_protocol_errors_are_answered_and_the_session_goes_on(env: Running
                 "error": None,
             },
         }
+
+
+def test_a_reset_gets_the_task_it_names_else_by_seed_else_the_next(tasks: list[Task]) -> None:
+    chosen = TaskSet(tasks)
+    assert chosen.pick("other").id == "other"
+    assert len({chosen.pick(seed=7).id for _ in range(5)}) == 1
+    assert [chosen.pick().id for _ in range(4)] == ["note", "other", "note", "other"]
+    with pytest.raises(UnknownTask, match=r"'missing'.*tasks: note, other"):
+        chosen.pick("missing")
 
 
 def http(url: str, body: bytes | None = None) -> tuple[int, dict[str, Any]]:
