@@ -40,6 +40,14 @@ def serve_env(
         str | None,
         typer.Option("--backend", help="Sandbox backend (as agentenv --backend)."),
     ] = None,
+    ray: Annotated[
+        str | None,
+        typer.Option(
+            "--ray",
+            help="A server on every node of this Ray cluster (its address, "
+            "or auto), behind one front at HOST:PORT. See docs/openenv.md.",
+        ),
+    ] = None,
 ) -> None:
     """Serve the tasks to OpenEnv clients (TRL, torchforge, SkyRL, ...): one WebSocket
     session per episode at ws://HOST:PORT/ws, its sandbox frozen between steps, the reward
@@ -51,6 +59,22 @@ def serve_env(
             "serve-env needs the websockets package: pip install 'agentenv[serve-env]'",
             ExitCode.FAILED,
         ) from e
+    if ray is not None:
+        try:
+            from agentenv.envserver.ray import NodeServersFailed, serve_on_ray
+        except ImportError as e:
+            raise _fail("--ray needs Ray: pip install 'agentenv[ray]'", ExitCode.FAILED) from e
+        from agentenv.cli.evals import _checked_tasks
+
+        _checked_tasks(paths, "local")  # a bad task fails here, before any node starts
+        node_args = ["--session-ttl", str(session_ttl), "--backend", backend or backend_of(ctx)]
+        try:
+            serve_on_ray(
+                ray, [str(p) for p in paths or []], host, port, max_concurrent_envs, node_args
+            )
+        except NodeServersFailed as e:
+            raise _fail(str(e), ExitCode.FAILED) from e
+        return
     import anyio
 
     from agentenv.cli.evals import _checked_tasks
