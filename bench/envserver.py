@@ -610,6 +610,8 @@ def main(argv: list[str] | None = None) -> int:
     """Run the benchmark and print the table."""
     cfg = Config.from_args(argv)
     os.environ["AGENTENV_RUN_ID"] = RUN_ID  # rollout's sandboxes too: the sweep finds them
+    # Docker's, here and in the server (inherited): the sweep, labels and cgroups read Docker
+    os.environ["AGENTENV_BACKEND"] = "docker"
     agentenv_labels.run_id.cache_clear()
     try:
         return run_benchmark(cfg, lambda: run_all(cfg), show)
