@@ -341,9 +341,17 @@ async def bench_held(cfg: Config, task_root: Path, report: Report) -> None:
             except Exception as e:
                 tally.errors.append(f"step: {describe(e)}")
 
+        async def progress() -> None:  # a long phase under load: show it moves
+            while True:
+                await anyio.sleep(30)
+                step(f"  {tally.answered} of {3 * len(opened)} steps answered")
+
         async with anyio.create_task_group() as tg:
-            for ws in opened:
-                tg.start_soon(one, ws)
+            tg.start_soon(progress)
+            async with anyio.create_task_group() as players:
+                for ws in opened:
+                    players.start_soon(one, ws)
+            tg.cancel_scope.cancel()
         play_s = time.perf_counter() - before_play
         cpu3 = await anyio.to_thread.run_sync(cpu_ns, ids)
         rss_end = rss_mib(server.pid)
