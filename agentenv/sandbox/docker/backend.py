@@ -148,6 +148,12 @@ class DockerBackend:
             return True
         except docker.errors.APIError:
             return False  # an image still used by someone else's container: kept
+        except requests.exceptions.ReadTimeout:
+            # the engine answers but not for this one (a container it left "Dead" after
+            # running out of files): kept, and the others still go
+            return False
+        except requests.exceptions.ConnectionError as e:
+            raise EngineUnavailable(f"lost the Docker engine while removing: {e}") from e
         return True
 
 
